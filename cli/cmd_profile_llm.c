@@ -47,8 +47,11 @@ enum { O_MODEL = 1100, O_TP, O_SEQ, O_MBS, O_PREC, O_QUIET, O_SP, O_ATTN, O_CE, 
 
 static void print_table(const transformer *t, const profile *p, const llm_options *o)
 {
-    printf("plumb profile: %s (%lld parameters) on %s, tp %d%s, microbatch %d x %lld tokens, "
-           "%s%s%s%s, analytic\n", t->name, transformer_param_count(t), p->device, o->tp,
+    char active[64] = ""; /* with experts: the parameters a token runs through */
+    if (t->experts)
+        snprintf(active, sizeof active, ", %lld active", transformer_active_param_count(t));
+    printf("plumb profile: %s (%lld parameters%s) on %s, tp %d%s, microbatch %d x %lld tokens, "
+           "%s%s%s%s, analytic\n", t->name, transformer_param_count(t), active, p->device, o->tp,
            o->sequence_parallel ? " (sequence parallel)" : "", o->microbatch,
            o->seq > 0 ? o->seq : t->max_positions, dev_precision_name(o->precision),
            o->cross_entropy != LLM_CE_UNFUSED ? ", cross-entropy " : "", /* only when fused */

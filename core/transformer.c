@@ -1,6 +1,6 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
- * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2 and gemma3_text families, and
- * plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
+ * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral,
+ * qwen3_moe and qwen2_moe families, and plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
  * transformer_size.c). Every missing, unknown or bad key gets one error line naming the file
  * and the key. */
 #include "transformer.h"
@@ -19,6 +19,7 @@ static const struct { const char *key; long long max; } LIMITS[] = {
     {"n_embd", 1000000},        {"hidden_size", 1000000},     {"n_layer", BOUND_BLOCKS_MAX},
     {"num_hidden_layers", BOUND_BLOCKS_MAX}, {"n_inner", 10000000},
     {"intermediate_size", 10000000}, {"head_dim", 1000000},
+    {"moe_intermediate_size", 10000000}, {"shared_expert_intermediate_size", 10000000},
 };
 
 static long long dim_max(const char *key)
@@ -129,6 +130,9 @@ static const struct {
     {"gemma", "GemmaForCausalLM", F_GEMMA},
     {"gemma2", "Gemma2ForCausalLM", F_GEMMA2},
     {"gemma3_text", "Gemma3ForCausalLM", F_GEMMA3},
+    {"mixtral", "MixtralForCausalLM", F_MIXTRAL},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", F_QWEN3_MOE},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", F_QWEN2_MOE},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -146,7 +150,8 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
         if (!cJSON_IsString(a0))
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
-                           "qwen2, qwen3, gemma, gemma2, gemma3_text) or an architectures list");
+                           "qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral, qwen3_moe, "
+                           "qwen2_moe) or an architectures list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -161,11 +166,12 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
                        "a file of its own with \"model_type\": \"gemma3_text\"", s);
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
-                   mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2 or "
-                        "gemma3_text"
+                   mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, "
+                        "gemma3_text, mixtral, qwen3_moe or qwen2_moe"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
                         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                        "GemmaForCausalLM, Gemma2ForCausalLM or Gemma3ForCausalLM",
+                        "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
+                        "MixtralForCausalLM, Qwen3MoeForCausalLM or Qwen2MoeForCausalLM",
                    s);
 }
 
@@ -193,8 +199,9 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
            tf_get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
-/* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma): the
- * common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
+/* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma; mixtral,
+ * mistral's attention, qwen3_moe, qwen3's, and qwen2_moe, qwen2's with qkv_bias, with their
+ * experts: tf_load_moe): the common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
  * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block
  * with attention_bias on the Q, K, V and output projections (no MLP bias) and the per-head
  * query and key RMSNorms (q_norm, k_norm). */
@@ -224,8 +231,8 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;
-    t->qkv_bias = f == F_QWEN2;
-    t->qk_norm = f == F_QWEN3;
+    t->qkv_bias = f == F_QWEN2 || f == F_QWEN2_MOE;
+    t->qk_norm = f == F_QWEN3 || f == F_QWEN3_MOE;
     if (tf_get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
         tf_get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
         tf_get_act(jc, root, "hidden_act", &t->activation) ||
@@ -234,7 +241,23 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
         return -1;
     if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && tf_get_window(jc, root, f, t))
         return -1;
-    if (f == F_LLAMA || f == F_QWEN3) {
+    if (f == F_MIXTRAL && tf_get_window(jc, root, F_MISTRAL, t)) return -1;
+    if (f == F_QWEN2_MOE && tf_get_flag(jc, root, "qkv_bias", &t->qkv_bias)) return -1;
+    if (f == F_QWEN3_MOE || f == F_QWEN2_MOE) { /* their configs keep sliding_window only
+                                                   with use_sliding_window */
+        long long w = 0;
+        int use = 0;
+        if (tf_get_dim(jc, root, "sliding_window", 0, &w) ||
+            tf_get_flag(jc, root, "use_sliding_window", &use))
+            return -1;
+        if (use)
+            return err_set(jc->err, jc->file, "use_sliding_window", "expected false: plumb "
+                           "does not price %s's sliding window (got true)",
+                           f == F_QWEN3_MOE ? "qwen3_moe" : "qwen2_moe");
+    }
+    if ((f == F_MIXTRAL || f == F_QWEN3_MOE || f == F_QWEN2_MOE) && tf_load_moe(jc, root, f, t))
+        return -1;
+    if (f == F_LLAMA || f == F_QWEN3 || f == F_QWEN3_MOE) {
         int ab = 0;
         if (tf_get_flag(jc, root, "attention_bias", &ab) ||
             (f == F_LLAMA && tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
@@ -249,7 +272,9 @@ static const char *const PLUMB_KEYS[] = {
     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings",
     "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
     "mlp_bias", "qk_norm", "sliding_window", "layer_types", "post_norms", "embedding_scale",
-    "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "dropout", NULL};
+    "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "dropout",
+    "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+    "shared_expert_intermediate_size", NULL};
 
 /* plumb-transformer/1's "mlp" words: the activation of each and whether it is gated (the
  * plain silu and the gated relu say what a Hugging Face config with those activations
@@ -293,8 +318,11 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
         tf_get_flag(jc, root, "embedding_scale", &t->embed_scale) ||
         tf_get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
         tf_get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
-        tf_get_dim(jc, root, "sliding_window", 0, &w))
+        tf_get_dim(jc, root, "sliding_window", 0, &w) || tf_load_moe_plumb(jc, root, t))
         return -1;
+    if (t->experts && t->mlp_bias)
+        return err_set(jc->err, jc->file, "mlp_bias", "expected false with experts: plumb's "
+                       "experts have no biases (Mixtral's, Qwen3-MoE's)");
     /* layer_types: the blocks the window leaves (written only where some do) */
     unsigned char *full = calloc((size_t)t->layers, 1);
     int given = 0, rc = -1;
@@ -445,7 +473,9 @@ int transformer_equal(const transformer *a, const transformer *b)
            a->window == b->window && same_windows(a, b) &&
            (a->post_norms != 0) == (b->post_norms != 0) &&
            (a->embed_scale != 0) == (b->embed_scale != 0) &&
-           a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap;
+           a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap &&
+           a->experts == b->experts && a->experts_per_tok == b->experts_per_tok &&
+           a->moe_ffn == b->moe_ffn && a->shared_ffn == b->shared_ffn;
 }
 
 /* o.layer_types: t's blocks as transformers names them; the array, or NULL when out of
@@ -468,8 +498,9 @@ cJSON *transformer_to_json(const transformer *t)
     for (int i = 0; i < NMLP; i++)
         if (MLP_ACT[i] == t->activation && MLP_GATED[i] == (t->gated_mlp != 0)) mlp = i;
     int bias = t->qkv_bias && t->out_bias && t->mlp_bias;
-    /* head_dim, qk_norm, sliding_window, layer_types and Gemma's keys only where they say
-     * something, so that the description of every model without them reads as before */
+    /* head_dim, qk_norm, sliding_window, layer_types, Gemma's keys and the experts' only
+     * where they say something, so that the description of every model without them reads
+     * as before */
     int own_d = transformer_own_head_dim(t);
     cJSON *o = cJSON_CreateObject();
     if (!o || mlp < 0) goto fail;
@@ -498,6 +529,11 @@ cJSON *transformer_to_json(const transformer *t)
         (t->embed_scale && !cJSON_AddBoolToObject(o, "embedding_scale", 1)) ||
         (t->attn_softcap > 0 && !json_add_num(o, "attn_logit_softcapping", t->attn_softcap)) ||
         (t->final_softcap > 0 && !json_add_num(o, "final_logit_softcapping", t->final_softcap)) ||
+        (t->experts && (!json_add_num(o, "num_experts", (double)t->experts) ||
+                        !json_add_num(o, "num_experts_per_tok", (double)t->experts_per_tok) ||
+                        !json_add_num(o, "moe_intermediate_size", (double)t->moe_ffn))) ||
+        (t->shared_ffn &&
+         !json_add_num(o, "shared_expert_intermediate_size", (double)t->shared_ffn)) ||
         !cJSON_AddBoolToObject(o, "tie_word_embeddings", t->tied_embeddings) ||
         !cJSON_AddBoolToObject(o, "dropout", t->dropout))
         goto fail;

@@ -1,10 +1,11 @@
 /* transformer.h: a decoder-only transformer as plumb models its cost: width, depth, heads
  * (grouped-query attention through kv_heads; the head width hidden / heads unless the file
- * gives head_dim), MLP width and kind (plain or gated), vocabulary, sequence length, norms
- * (and Qwen3's per-head query/key norms), positions, biases, dropout and embedding tying. Read
- * from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma,
- * gemma2, gemma3_text) or from plumb's own description (plumb-transformer/1, the same keys
- * under a format tag; docs/llm.md), with sliding-window attention on every block or on some
+ * gives head_dim), MLP width and kind (plain or gated, or a mixture of experts), vocabulary,
+ * sequence length, norms (and Qwen3's per-head query/key norms), positions, biases, dropout
+ * and embedding tying. Read from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral,
+ * qwen2, qwen3, gemma, gemma2, gemma3_text, and the mixtures of experts mixtral, qwen2_moe
+ * and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
+ * format tag; docs/llm.md), with sliding-window attention on every block or on some
  * (Gemma 2's and Gemma 3's local layers, layer_types), and Gemma's norms after attention and
  * MLP, soft-capped scores and logits and scaled embedding. */
 #ifndef PLUMB_TRANSFORMER_H
@@ -20,7 +21,8 @@ typedef enum tf_act { TF_GELU = 0, TF_RELU, TF_SILU } tf_act;
 typedef struct transformer {
     char *name;              /* e.g. "llama3-8b"; owned */
     char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3",
-                                "gemma", "gemma2", "gemma3_text" or "plumb" */
+                                "gemma", "gemma2", "gemma3_text", "mixtral",
+                                "qwen2_moe", "qwen3_moe" or "plumb" */
     long long hidden;        /* h: model width */
     long long layers;        /* l: transformer blocks */
     long long heads;         /* a: attention (query) heads; hidden % heads == 0 unless
@@ -61,6 +63,17 @@ typedef struct transformer {
     double attn_softcap;     /* > 0: attention scores soft-capped, c tanh(x / c) (Gemma 2's
                                 attn_logit_softcapping); 0: none */
     double final_softcap;    /* > 0: the logits soft-capped alike (final_logit_softcapping) */
+    long long experts;       /* a mixture of experts on every block: E experts, each a gated MLP
+                                of moe_ffn (Mixtral's num_local_experts, Qwen3-MoE's
+                                num_experts), chosen by a router of hidden x E weights; 0: the
+                                dense MLP of ffn */
+    long long experts_per_tok; /* k: the experts each token runs (1 <= k <= experts) */
+    long long moe_ffn;       /* one expert's inner width (Mixtral: intermediate_size;
+                                Qwen3-MoE, Qwen2-MoE: moe_intermediate_size); 0 without
+                                experts */
+    long long shared_ffn;    /* with experts: a shared expert every token runs, a gated MLP of
+                                this width scaled by sigmoid(x w) of a hidden x 1 gate
+                                (Qwen2-MoE's shared_expert_intermediate_size); 0: none */
 } transformer;
 
 /* Reads a model file: a Hugging Face config.json (told apart by its "model_type", else its
@@ -105,8 +118,13 @@ long long transformer_param_count(const transformer *t);
 /* Width of the attention: heads x the head width (the query projection's output and the output
  * projection's input; hidden unless head_dim says otherwise). */
 long long transformer_attn_width(const transformer *t);
-/* Parameters of one transformer block. */
+/* Parameters of one transformer block (with experts: all of them and the router). */
 long long transformer_block_params(const transformer *t);
+
+/* Parameters one token runs through: transformer_param_count with each block's experts
+ * counted experts_per_tok times instead of experts times (the router and the shared expert
+ * whole); the whole count for a model without experts. */
+long long transformer_active_param_count(const transformer *t);
 
 /* 1 when t's sliding window changes attention over seq tokens (a window shorter than the
  * sequence, on any block), else 0. */
@@ -132,7 +150,9 @@ long long transformer_counted_keys(const transformer *t, long long l, long long 
 
 /* Matrix-multiply FLOPs of one forward pass per sequence (2 per multiply-add): every block's
  * projections, attention scores and attention over values (each query over the block's
- * transformer_counted_keys keys), and the LM head. */
+ * transformer_counted_keys keys), and the LM head. With experts the MLP's are the router's,
+ * the experts_per_tok experts' each token runs and the shared expert's with its gate (the
+ * active parameters'). */
 double transformer_forward_flops(const transformer *t);
 
 #endif

@@ -12,7 +12,8 @@
 
 /* The families a file is read as (core/transformer.c's FAMILIES table, in this order). */
 typedef enum tf_fam {
-    F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA, F_GEMMA2, F_GEMMA3, F_PLUMB
+    F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA, F_GEMMA2, F_GEMMA3,
+    F_MIXTRAL, F_QWEN3_MOE, F_QWEN2_MOE, F_PLUMB
 } tf_fam;
 
 /* A positive integer at root.key (within the key's limit) into *out; an absent or null key
@@ -45,5 +46,13 @@ int tf_get_softcap(const jctx *jc, const cJSON *root, const char *key, double *o
 /* The Gemma families' keys beyond the six every rotary family has (F_GEMMA, F_GEMMA2 or
  * F_GEMMA3; t's sizes already read). */
 int tf_load_gemma(const jctx *jc, const cJSON *root, tf_fam f, transformer *t);
+
+/* transformer_moe.c. The experts of a mixtral, qwen3_moe or qwen2_moe config (F_MIXTRAL,
+ * F_QWEN3_MOE, F_QWEN2_MOE) into t->experts, t->experts_per_tok, t->moe_ffn and
+ * t->shared_ffn (t's other sizes already read). */
+int tf_load_moe(const jctx *jc, const cJSON *root, tf_fam f, transformer *t);
+/* plumb-transformer/1's num_experts, num_experts_per_tok and moe_intermediate_size (all
+ * three or none) and shared_expert_intermediate_size (only with them) into t. */
+int tf_load_moe_plumb(const jctx *jc, const cJSON *root, transformer *t);
 
 #endif

@@ -29,22 +29,44 @@ static long long norm_params(const transformer *t)
     return t->norm == TF_LAYERNORM ? 2 * t->hidden : t->hidden;
 }
 
-long long transformer_block_params(const transformer *t)
+/* One block's parameters with n of its experts (all of them for the count, k for the
+ * active); the router (hidden x experts, no bias) and the shared expert with its hidden x 1
+ * gate whole either way. */
+static long long block_params_n(const transformer *t, long long n)
 {
     long long h = t->hidden, f = t->ffn, q = qkv_width(t), aw = transformer_attn_width(t);
     long long attn = h * q + (t->qkv_bias ? q : 0) + aw * h + (t->out_bias ? h : 0) +
                      (t->qk_norm ? 2 * transformer_head_dim(t) : 0); /* q_norm, k_norm */
     long long mlp = t->gated_mlp ? 3 * h * f + (t->mlp_bias ? 2 * f + h : 0)
                                  : 2 * h * f + (t->mlp_bias ? f + h : 0);
+    if (t->experts) /* gated, no biases */
+        mlp = n * 3 * h * t->moe_ffn + h * t->experts +
+              (t->shared_ffn ? 3 * h * t->shared_ffn + h : 0);
     return attn + mlp + (t->post_norms ? 4 : 2) * norm_params(t); /* Gemma 2's post norms */
+}
+
+long long transformer_block_params(const transformer *t)
+{
+    return block_params_n(t, t->experts);
+}
+
+/* The whole model with n experts a block. */
+static long long param_count_n(const transformer *t, long long n)
+{
+    long long h = t->hidden, emb = t->vocab * h;
+    long long pos = t->learned_positions ? t->max_positions * h : 0;
+    return emb + pos + t->layers * block_params_n(t, n) + norm_params(t) +
+           (t->tied_embeddings ? 0 : emb);
 }
 
 long long transformer_param_count(const transformer *t)
 {
-    long long h = t->hidden, emb = t->vocab * h;
-    long long pos = t->learned_positions ? t->max_positions * h : 0;
-    return emb + pos + t->layers * transformer_block_params(t) + norm_params(t) +
-           (t->tied_embeddings ? 0 : emb);
+    return param_count_n(t, t->experts);
+}
+
+long long transformer_active_param_count(const transformer *t)
+{
+    return param_count_n(t, t->experts_per_tok);
 }
 
 int transformer_window_applies(const transformer *t, long long seq)
@@ -90,7 +112,11 @@ static double block_flops(const transformer *t, double kv)
            + 2 * s * kv * aw                /* scores Q K^T, all heads */
            + 2 * s * kv * aw                /* probabilities times V */
            + 2 * s * aw * h                 /* output projection */
-           + (t->gated_mlp ? 6 : 4) * s * h * f;
+           + (t->experts ? 2 * s * h * (double)t->experts /* the router */
+                               + 6 * s * h * (double)t->moe_ffn * (double)t->experts_per_tok
+                               + (t->shared_ffn ? 6 * s * h * (double)t->shared_ffn + 2 * s * h
+                                                : 0)
+                         : (t->gated_mlp ? 6 : 4) * s * h * f);
 }
 
 double transformer_forward_flops(const transformer *t)

@@ -67,9 +67,9 @@ static long long rank_params(const model *m, int i, int tp)
 /* train_plan_check for a plan made from a transformer description (profile_is_transformer).
  * The executor's attention layer splits the model width into its heads and has no per-head
  * norms or sliding window, and its blocks have no Gemma parts: a plan laid out from a
- * transformer with Gemma's post norms, soft-capping or scaled embedding, its own head width
- * (head_dim), qk_norm or a window shorter than its sequence describes a model it cannot
- * run, refused by name before the layer sizes would say it. */
+ * transformer with Gemma's post norms, soft-capping or scaled embedding, experts, its own
+ * head width (head_dim), qk_norm or a window shorter than its sequence describes a model it
+ * cannot run, refused by name before the layer sizes would say it. */
 static int check_llm(const model *m, const char *model_path, const plan *pl,
                      const char *plan_path, plumb_err *err)
 {
@@ -84,6 +84,10 @@ static int check_llm(const model *m, const char *model_path, const plan *pl,
                        "expected none: %s's transformer has no Gemma block (norms after "
                        "attention and MLP, soft-capped scores or logits, a scaled embedding)",
                        model_path);
+    if (tf && tf->experts)
+        return err_set(err, plan_path, "model.transformer.num_experts", "expected none: %s's "
+                       "blocks have a dense MLP, no mixture of experts (got %lld experts)",
+                       model_path, tf->experts);
     if (tf && transformer_own_head_dim(tf))
         return err_set(err, plan_path, "model.transformer.head_dim", "expected hidden_size / "
                        "num_attention_heads = %lld: %s's attention splits the width into its "

@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "core/plan.h"
+#include "planner/llm_moe.h"
 
 void llm_options_init(llm_options *o)
 {
@@ -97,7 +98,19 @@ typedef struct shape {
                             band's pairs over the causal triangle's (add_attention) */
     double keys;         /* keys each query is counted over in the model's FLOPs: skv, or
                             the block's window when shorter (transformer_counted_keys) */
+    double mft;          /* with experts: one expert's inner width per rank (moe_ffn / tp) */
 } shape;
+
+/* The block's experts as planner/llm_moe.c prices them (t->experts > 0): all the rank's M
+ * rows (the whole sequence's with sequence parallelism, gathered before the MLP as for a
+ * dense one), in the projections' precision. */
+static llm_moe moe_of(const shape *c)
+{
+    double tp = (double)c->t->heads / c->at; /* the heads per rank are heads / tp */
+    llm_moe m = {c->dev, c->pj, c->M, c->h, c->e, (double)c->t->experts,
+                 (double)c->t->experts_per_tok, c->mft, tp, (double)c->t->shared_ffn / tp};
+    return m;
+}
 
 /* One layer's figures per microbatch on one rank: FLOPs (forward multiplies) and seconds. */
 typedef struct cost {
@@ -188,8 +201,13 @@ static void block_cost(const shape *c, cost *k)
     add_linear(c, k, c->pj, h, (c->at + 2 * c->kvt) * c->d);
     add_attention(c, k);
     add_linear(c, k, c->pj, c->at * c->d, h);
-    add_linear(c, k, c->pj, h, (t->gated_mlp ? 2 : 1) * ft);
-    add_linear(c, k, c->pj, ft, h);
+    if (t->experts) { /* the router, top-k, permutations, experts and combine */
+        llm_moe m = moe_of(c);
+        llm_moe_cost(&m, &k->flops, &k->fwd_s, &k->bwd_in_s, &k->bwd_w_s);
+    } else {
+        add_linear(c, k, c->pj, h, (t->gated_mlp ? 2 : 1) * ft);
+        add_linear(c, k, c->pj, ft, h);
+    }
     if (c->fp8) add_fp8_casts(c, k);
     /* two norms (read, write), two residual adds (two reads, one write), the softmax (read,
      * write), the activation (gated: two reads, one write), dropout masks of one byte. Fused
@@ -197,6 +215,8 @@ static void block_cost(const shape *c, cost *k)
      * but its backward reads the output and its gradient once more (D = rowsum(dO o O),
      * FlashAttention's preprocessing kernel, below). */
     double bytes = 2 * 2 * M * h * e + 2 * 3 * M * h * e + (t->gated_mlp ? 3 : 2) * M * ft * e;
+    if (t->experts) /* the gated activation over the M k routed rows of an expert's width */
+        bytes = 2 * 2 * M * h * e + 2 * 3 * M * h * e + 3 * M * t->experts_per_tok * c->mft * e;
     int kernels = 5;
     if (!c->flash) {
         bytes += 2 * probs * e;
@@ -295,6 +315,10 @@ static double block_saved(const shape *c)
      * the SiLU's input and the product's right operand), the SiLU's output (the product's
      * left operand) and the product (W2's input): 4 f-wide tensors */
     double mlp = ((t->gated_mlp ? 3 : 1) * e + x) * M * c->ft;
+    if (t->experts) { /* the router's tensors and k dense MLPs' for the routed rows */
+        llm_moe m = moe_of(c);
+        mlp = llm_moe_saved(&m);
+    }
     if (t->dropout) repl += 2 * M * c->h;                    /* the two residual masks */
     /* qk_norm: the query and key norms keep their inputs (the projection's Q and K before the
      * norm; the rotary embedding after it, linear, keeps nothing) and one fp32 reciprocal
@@ -311,6 +335,10 @@ static double block_saved(const shape *c)
 static double block_split_saved(const shape *c)
 {
     double g = (c->t->gated_mlp ? 2 : 1) * c->ft;
+    if (c->t->experts) {
+        llm_moe m = moe_of(c);
+        return c->M * c->e * ((c->at + 2 * c->kvt) * c->d + c->h) + llm_moe_split_saved(&m);
+    }
     return c->M * c->e * ((c->at + 2 * c->kvt) * c->d + c->h + g + c->h);
 }
 
@@ -322,7 +350,9 @@ static double block_params(const shape *c)
     double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
     double p = h * q + (t->qkv_bias ? q : 0) + c->at * c->d * h + (t->out_bias ? h : 0);
     if (t->qk_norm) p += 2 * c->d; /* q_norm and k_norm, d weights each, on every rank */
-    p += t->gated_mlp ? 3 * h * ft + (t->mlp_bias ? 2 * ft + h : 0)
+    llm_moe m = moe_of(c);
+    if (t->experts) p += llm_moe_params(&m); /* the router whole, the experts split */
+    else p += t->gated_mlp ? 3 * h * ft + (t->mlp_bias ? 2 * ft + h : 0)
                       : 2 * h * ft + (t->mlp_bias ? ft + h : 0);
     return p + (t->post_norms ? 4 : 2) * norm;
 }
@@ -330,11 +360,13 @@ static double block_params(const shape *c)
 /* Parameter tensors of one block (the unfused accumulation's kernels, one each): the two
  * norms' weights (and biases with LayerNorm; four norms with post_norms), the
  * query/key/value and output projections and the MLP's two (Megatron-Core fuses a gated
- * MLP's gate and up projections into one), their biases where the model has them, and
+ * MLP's gate and up projections into one; with experts the router's and two an expert), their biases where the model has them, and
  * qk_norm's two weights. */
 static int block_tensors(const transformer *t)
 {
     int n = (t->post_norms ? 4 : 2) * (t->norm == TF_LAYERNORM ? 2 : 1) + 4;
+    if (t->experts) /* the router, two tensors an expert, the shared expert's two and gate */
+        n += 2 * (int)t->experts - 1 + (t->shared_ffn ? 3 : 0);
     n += (t->qkv_bias ? 1 : 0) + (t->out_bias ? 1 : 0) + (t->mlp_bias ? 2 : 0);
     return n + (t->qk_norm ? 2 : 0);
 }
@@ -409,6 +441,15 @@ static int check_options(const transformer *t, const llm_options *o, long long s
     if (t->ffn % o->tp)
         return err_set(err, NULL, "--tp", "expected a divisor of the MLP width %lld (got %d)",
                        t->ffn, o->tp);
+    if (t->experts && t->moe_ffn % o->tp)
+        return err_set(err, NULL, "--tp", "expected a divisor of the experts' width %lld (got "
+                       "%d)", t->moe_ffn, o->tp);
+    if (t->experts && t->shared_ffn % o->tp)
+        return err_set(err, NULL, "--tp", "expected a divisor of the shared expert's width "
+                       "%lld (got %d)", t->shared_ffn, o->tp);
+    if (t->experts && o->precision == DEV_FP8)
+        return err_set(err, NULL, "--precision", "expected bf16, fp16, tf32 or fp32 with %s's "
+                       "experts: plumb does not price FP8 grouped GEMMs (got fp8)", t->name);
     if (o->sequence_parallel && o->tp < 2)
         return err_set(err, NULL, "--sequence-parallel", "expected --tp 2 or more (sequence "
                        "parallelism splits the tensor-parallel ranks' sequence) (got --tp %d)",
@@ -489,7 +530,7 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
                 dev_precision_bytes(o->precision), (double)seq, (double)t->hidden,
                 (double)transformer_head_dim(t), t->heads / tp, t->kv_heads / tp, t->ffn / tp,
                 ceil((double)t->vocab / tp), o->sequence_parallel ? tp : 1,
-                o->attention == LLM_ATTN_FLASH, 0.5, (double)seq};
+                o->attention == LLM_ATTN_FLASH, 0.5, (double)seq, (double)t->moe_ffn / tp};
     /* the window's blocks (cp 1 here) priced on its band, the others on the causal half
      * (Gemma 2's global blocks: transformer_layer_window 0) */
     shape local = sh;

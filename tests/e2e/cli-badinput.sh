@@ -547,6 +547,49 @@ expect_bad train-plan-with-gemma-parts "^plumb: .*gmplan.json: model.transformer
     "$P" train examples/models/gpt-mini.json "$d/gmplan.json" --steps 1
 rm -f "$d/gm.json" "$d/gmmini.json" "$d/gmplan.json"
 
+# the mixtures of experts: k above the experts, no experts, a missing experts key, dense
+# blocks between the mixtures, Qwen2-MoE without its shared expert's width and FP8 get one line naming the file and key; a plan with
+# experts is refused by the executor by name
+moefile() { # SRC DST KEY VALUE [KEY VALUE]: SRC's config with KEY set to VALUE (JSON text;
+            # null removes the key)
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+for k, v in zip(sys.argv[3::2], sys.argv[4::2]):
+    c.pop(k, None) if v == "null" else c.__setitem__(k, json.loads(v))
+json.dump(c, open(sys.argv[2], "w"))' "$@"
+}
+MX=examples/llm/mixtral-8x7b.json Q3M=examples/llm/qwen3-30b-a3b.json
+moefile $MX "$d/moe.json" num_experts_per_tok 9
+expect_bad model-moe-k-above-experts "^plumb: .*moe.json: num_experts_per_tok: expected at most num_local_experts = 8 (got 9)" \
+    "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
+moefile $Q3M "$d/moe.json" num_experts 0
+expect_bad model-moe-no-experts "^plumb: .*moe.json: num_experts: expected an integer from 1 to 1024 (got 0)" \
+    "$P" plan --model "$d/moe.json" -c profiles/clusters/dgx-h100.json --gpus 16 --tp 2 --pp 2 --global-batch 32
+moefile $MX "$d/moe.json" num_local_experts null
+expect_bad model-moe-missing-experts "^plumb: .*moe.json: num_local_experts: missing; expected the experts on each block" \
+    "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
+moefile $Q3M "$d/moe.json" moe_intermediate_size null
+expect_bad model-moe-missing-width "^plumb: .*moe.json: moe_intermediate_size: missing; expected a positive integer" \
+    "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
+moefile $Q3M "$d/moe.json" mlp_only_layers '[0, 47]'
+expect_bad model-moe-dense-layers "^plumb: .*moe.json: mlp_only_layers: expected \[\] or null: plumb prices a mixture of experts on every block" \
+    "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
+moefile $Q3M "$d/moe.json" decoder_sparse_step 2
+expect_bad model-moe-sparse-step "^plumb: .*moe.json: decoder_sparse_step: expected 1" \
+    "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
+moefile $Q3M "$d/moe.json" model_type '"qwen2_moe"'
+expect_bad model-moe-qwen2-shared "^plumb: .*moe.json: shared_expert_intermediate_size: missing; expected a positive integer" \
+    "$P" profile --model "$d/moe.json" -c profiles/clusters/dgx-h100.json
+expect_bad model-moe-fp8 "^plumb: profile: --precision: expected bf16, fp16, tf32 or fp32 with mixtral-8x7b's experts" \
+    "$P" profile --model $MX -c profiles/clusters/dgx-h100.json --precision fp8
+moefile examples/llm/gpt-mini.json "$d/moemini.json" mlp '"swiglu"' bias false num_experts 4 \
+    num_experts_per_tok 2 moe_intermediate_size 64
+"$P" plan --model "$d/moemini.json" -c examples/clusters/cpu-1x8.json --gpus 8 --tp 2 --pp 2 \
+    --dp 2 --global-batch 8 --microbatch-size 2 --precision fp32 -o "$d/moeplan.json" \
+    >"$d/out" 2>&1 || { echo "FAIL: plan of a gpt-mini with experts: $(head -c 300 "$d/out")"; fail=1; }
+expect_bad train-plan-with-experts "^plumb: .*moeplan.json: model.transformer.num_experts: expected none: .* no mixture of experts .got 4 experts." \
+    "$P" train examples/models/gpt-mini.json "$d/moeplan.json" --steps 1
+rm -f "$d/moe.json" "$d/moemini.json" "$d/moeplan.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)
