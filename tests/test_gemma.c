@@ -18,44 +18,11 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
 #define GEMMA2 "examples/llm/gemma2-9b.json"
 #define GEMMA3 "examples/llm/gemma3-1b.json"
-
-static transformer *load_ok(const char *path)
-{
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(path, &err);
-    cr_assert_not_null(t, "%s: %s", path, err.msg);
-    return t;
-}
-
-static transformer *parse(const char *text, plumb_err *err)
-{
-    cJSON *root = json_parse_text("t.json", text, strlen(text), err);
-    cr_assert_not_null(root, "%s", err->msg);
-    transformer *t = transformer_from_json(root, "t.json", err);
-    cJSON_Delete(root);
-    return t;
-}
-
-static transformer *parse_ok(const char *text)
-{
-    plumb_err err = {{0}};
-    transformer *t = parse(text, &err);
-    cr_assert_not_null(t, "%s: %s", text, err.msg);
-    return t;
-}
-
-static void expect_bad(const char *text, const char *want)
-{
-    plumb_err err = {{0}};
-    transformer *t = parse(text, &err);
-    cr_assert_null(t, "accepted: %s", text);
-    cr_assert(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
-    cr_assert_null(strchr(err.msg, '\n'), "more than one line: %s", err.msg);
-}
 
 /* A Hugging Face config of model_type fam with the published shape's keys and `more`. */
 static char *cfg(const char *fam, long long h, long long layers, long long heads, long long kv,
@@ -72,7 +39,7 @@ static char *cfg(const char *fam, long long h, long long layers, long long heads
 
 Test(gemma, families_read)
 {
-    transformer *t = load_ok(GEMMA2);
+    transformer *t = llmfix_model(GEMMA2);
     cr_assert_str_eq(t->family, "gemma2");
     cr_assert(t->gated_mlp && t->activation == TF_GELU && t->norm == TF_RMSNORM);
     cr_assert(t->tied_embeddings && t->embed_scale && t->post_norms && !t->qk_norm);
@@ -88,7 +55,7 @@ Test(gemma, families_read)
     cr_assert_not(transformer_window_applies(t, 4096));
     transformer_free(t);
 
-    t = load_ok(GEMMA3);
+    t = llmfix_model(GEMMA3);
     cr_assert_str_eq(t->family, "gemma3_text");
     cr_assert(t->qk_norm && t->post_norms && t->embed_scale && t->tied_embeddings);
     cr_assert_eq(t->attn_softcap, 0); /* null in the config: none */
@@ -101,7 +68,7 @@ Test(gemma, families_read)
     transformer_free(t);
 
     /* Gemma-7B's published keys: gemma (1) has no window, no post norms, no capping */
-    t = parse_ok(cfg("gemma", 3072, 28, 16, 16, 256, 24576, 256000,
+    t = llmfix_model_text(cfg("gemma", 3072, 28, 16, 16, 256, 24576, 256000,
                      ", \"hidden_act\": \"gelu\", \"hidden_activation\": null"));
     cr_assert_str_eq(t->family, "gemma");
     cr_assert(t->embed_scale && t->tied_embeddings && t->gated_mlp && t->activation == TF_GELU);
@@ -111,7 +78,7 @@ Test(gemma, families_read)
     transformer_free(t);
 
     /* the architectures name alone, and gemma2's defaults (4096, capping 50 / 30) */
-    t = parse_ok("{\"architectures\": [\"Gemma2ForCausalLM\"], \"hidden_size\": 64, "
+    t = llmfix_model_text("{\"architectures\": [\"Gemma2ForCausalLM\"], \"hidden_size\": 64, "
                  "\"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
                  "\"num_key_value_heads\": 2, \"head_dim\": 16, \"intermediate_size\": 128, "
                  "\"max_position_embeddings\": 64, \"vocab_size\": 100}");
@@ -120,17 +87,17 @@ Test(gemma, families_read)
     cr_assert_eq(t->final_softcap, 30);
     transformer_free(t);
     /* layer_types over the pattern; a null sliding_window is none */
-    t = parse_ok(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100,
+    t = llmfix_model_text(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100,
                      ", \"sliding_window\": 8, \"layer_types\": [\"full_attention\", "
                      "\"sliding_attention\", \"full_attention\", \"sliding_attention\"]"));
     for (long long l = 0; l < 4; l++)
         cr_assert_eq(transformer_layer_window(t, l), l % 2 ? 8 : 0);
     transformer_free(t);
-    t = parse_ok(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"sliding_window\": null"));
+    t = llmfix_model_text(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"sliding_window\": null"));
     cr_assert(t->window == 0 && !t->full_layers);
     transformer_free(t);
     /* every layer sliding: the window on every block, no list */
-    t = parse_ok(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100,
+    t = llmfix_model_text(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100,
                      ", \"sliding_window\": 8, \"sliding_window_pattern\": 5"));
     cr_assert(t->window == 8 && !t->full_layers);
     transformer_free(t);
@@ -170,7 +137,7 @@ Test(gemma, parameter_counts)
 {
     for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
         const struct shape *s = &SHAPES[i];
-        transformer *t = parse_ok(cfg(s->fam, s->h, s->layers, s->heads, s->kv, s->d, s->f,
+        transformer *t = llmfix_model_text(cfg(s->fam, s->h, s->layers, s->heads, s->kv, s->d, s->f,
                                       s->vocab, ""));
         long long n = transformer_param_count(t), want = tensor_sum(s);
         cr_assert_eq(n, want, "%s: %lld, the tensors %lld", s->name, n, want);
@@ -179,11 +146,11 @@ Test(gemma, parameter_counts)
         transformer_free(t);
     }
     /* the shipped files: the same sums */
-    transformer *t = load_ok(GEMMA2);
+    transformer *t = llmfix_model(GEMMA2);
     cr_assert_eq(transformer_param_count(t), tensor_sum(&SHAPES[3]));
     cr_assert_eq(transformer_param_count(t), 9241705984LL);
     transformer_free(t);
-    t = load_ok(GEMMA3);
+    t = llmfix_model(GEMMA3);
     cr_assert_eq(transformer_param_count(t), tensor_sum(&SHAPES[5]));
     cr_assert_eq(transformer_param_count(t), 999885952LL);
     transformer_free(t);
@@ -212,7 +179,7 @@ static profile *build(const transformer *t, int tp, long long seq, llm_attention
  * FLOPs: 21 blocks of 4 s w and 21 of 4 s s per attention width, counted here. */
 Test(gemma, blocks_priced_with_their_own_window)
 {
-    transformer *t = load_ok(GEMMA2);
+    transformer *t = llmfix_model(GEMMA2);
     profile *p = build(t, 2, 8192, LLM_ATTN_FLASH);
     const profile_layer *loc = &p->layers[1], *glob = &p->layers[2];
     cr_assert_lt(loc->forward_ms, glob->forward_ms);
@@ -253,7 +220,7 @@ Test(gemma, blocks_priced_with_their_own_window)
  * costs a kernel each way; the post norms' parameters 2 h a block. */
 Test(gemma, parts_priced_and_kept)
 {
-    transformer *t = load_ok(GEMMA2), *bare = transformer_clone(t);
+    transformer *t = llmfix_model(GEMMA2), *bare = transformer_clone(t);
     bare->post_norms = 0;
     bare->attn_softcap = bare->final_softcap = 0;
     bare->embed_scale = 0;
@@ -287,7 +254,7 @@ Test(gemma, description_round_trips)
     const char *files[] = {GEMMA2, GEMMA3};
     for (int k = 0; k < 2; k++) {
         plumb_err err = {{0}};
-        transformer *t = load_ok(files[k]);
+        transformer *t = llmfix_model(files[k]);
         cJSON *o = transformer_to_json(t);
         cr_assert_not_null(o);
         const cJSON *lt = cJSON_GetObjectItemCaseSensitive(o, "layer_types");
@@ -315,7 +282,7 @@ Test(gemma, description_round_trips)
         cJSON_Delete(o);
         transformer_free(t);
     }
-    transformer *t = load_ok("examples/llm/llama3-8b.json");
+    transformer *t = llmfix_model("examples/llm/llama3-8b.json");
     cJSON *o = transformer_to_json(t);
     const char *keys[] = {"layer_types", "post_norms", "embedding_scale",
                           "attn_logit_softcapping", "final_logit_softcapping"};
@@ -326,42 +293,42 @@ Test(gemma, description_round_trips)
 
 Test(gemma, bad_keys_refused)
 {
-    expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"layer_types\": [\"full_attention\"]"),
+    llmfix_expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"layer_types\": [\"full_attention\"]"),
                "t.json: layer_types: expected an array of 4 strings");
-    expect_bad(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100,
+    llmfix_expect_bad(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100,
                    ", \"layer_types\": [\"full_attention\", \"local\", \"full_attention\", "
                    "\"full_attention\"]"),
                "t.json: layer_types[1]: expected \"sliding_attention\" or \"full_attention\" "
                "(got \"local\")");
-    expect_bad(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100, ", \"layer_types\": 3"),
+    llmfix_expect_bad(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100, ", \"layer_types\": 3"),
                "t.json: layer_types: expected an array");
-    expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"attn_logit_softcapping\": -50"),
+    llmfix_expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"attn_logit_softcapping\": -50"),
                "t.json: attn_logit_softcapping: expected");
-    expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"final_logit_softcapping\": \"30\""),
+    llmfix_expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"final_logit_softcapping\": \"30\""),
                "t.json: final_logit_softcapping: expected");
-    expect_bad(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100, ", \"sliding_window_pattern\": 0"),
+    llmfix_expect_bad(cfg("gemma3_text", 64, 4, 4, 1, 16, 128, 100, ", \"sliding_window_pattern\": 0"),
                "t.json: sliding_window_pattern: expected");
-    expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"sliding_window\": 0"),
+    llmfix_expect_bad(cfg("gemma2", 64, 4, 4, 1, 16, 128, 100, ", \"sliding_window\": 0"),
                "t.json: sliding_window: expected");
-    expect_bad(cfg("gemma", 64, 4, 4, 1, 16, 128, 100, ", \"hidden_activation\": \"tanh\""),
+    llmfix_expect_bad(cfg("gemma", 64, 4, 4, 1, 16, 128, 100, ", \"hidden_activation\": \"tanh\""),
                "t.json: hidden_activation: expected gelu");
-    expect_bad("{\"model_type\": \"gemma\", \"hidden_size\": 64, \"num_hidden_layers\": 4, "
+    llmfix_expect_bad("{\"model_type\": \"gemma\", \"hidden_size\": 64, \"num_hidden_layers\": 4, "
                "\"num_attention_heads\": 4, \"num_key_value_heads\": 1, \"intermediate_size\": "
                "128, \"max_position_embeddings\": 64, \"vocab_size\": 100}",
                "t.json: head_dim: missing");
-    expect_bad("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560}}",
+    llmfix_expect_bad("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 2560}}",
                "t.json: model_type: \"gemma3\" is Gemma 3's image-and-text model");
-    expect_bad("{\"architectures\": [\"Gemma3ForConditionalGeneration\"]}",
+    llmfix_expect_bad("{\"architectures\": [\"Gemma3ForConditionalGeneration\"]}",
                "t.json: architectures[0]: \"Gemma3ForConditionalGeneration\" is Gemma 3's");
     /* plumb-transformer/1: layer_types only with a window */
-    expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
+    llmfix_expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
                "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 8, "
                "\"max_position_embeddings\": 8, \"vocab_size\": 10, \"mlp\": \"geglu\", "
                "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
                "\"tie_word_embeddings\": true, \"dropout\": false, \"layer_types\": "
                "[\"full_attention\", \"sliding_attention\"]}",
                "t.json: layer_types: expected only with a sliding_window");
-    expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
+    llmfix_expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
                "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 8, "
                "\"max_position_embeddings\": 8, \"vocab_size\": 10, \"mlp\": \"geglu\", "
                "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
@@ -371,48 +338,21 @@ Test(gemma, bad_keys_refused)
 
 /* The executor's blocks have no Gemma parts: a plan laid out from gpt-mini's description
  * with any of them is refused by name in one line; without them it runs. */
-static void exec_check(const transformer *t, const char *text)
-{
-    plumb_err e = {{0}};
-    model *m = model_load("examples/models/gpt-mini.json", &e);
-    cr_assert_not_null(m, "%s", e.msg);
-    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2;
-    o.global_batch = 8;
-    o.microbatch_size = 2;
-    o.precision = DEV_FP32;
-    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    int rc = train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e);
-    if (!text) cr_assert_eq(rc, 0, "%s", e.msg);
-    else {
-        cr_assert_eq(rc, -1, "accepted: %s", text);
-        cr_assert(strstr(e.msg, text), "%s (want %s)", e.msg, text);
-        cr_assert_null(strchr(e.msg, '\n'), "one line: %s", e.msg);
-    }
-    plan_free(pl);
-    cluster_free(c);
-    model_free(m);
-}
-
 Test(gemma, executor_refuses_gemma_parts)
 {
-    transformer *t = load_ok("examples/llm/gpt-mini.json");
-    exec_check(t, NULL);
+    transformer *t = llmfix_model("examples/llm/gpt-mini.json");
+    llmfix_exec_check(t, NULL);
     t->post_norms = 1;
-    exec_check(t, "plan.json: model.transformer.post_norms: expected none: gpt-mini.json's "
+    llmfix_exec_check(t, "plan.json: model.transformer.post_norms: expected none: gpt-mini.json's "
                   "transformer has no Gemma block");
     t->post_norms = 0;
     t->attn_softcap = 50;
-    exec_check(t, "plan.json: model.transformer.attn_logit_softcapping: expected none");
+    llmfix_exec_check(t, "plan.json: model.transformer.attn_logit_softcapping: expected none");
     t->attn_softcap = 0;
     t->final_softcap = 30;
-    exec_check(t, "plan.json: model.transformer.final_logit_softcapping: expected none");
+    llmfix_exec_check(t, "plan.json: model.transformer.final_logit_softcapping: expected none");
     t->final_softcap = 0;
     t->embed_scale = 1;
-    exec_check(t, "plan.json: model.transformer.embedding_scale: expected none");
+    llmfix_exec_check(t, "plan.json: model.transformer.embedding_scale: expected none");
     transformer_free(t);
 }

@@ -20,40 +20,15 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
 #define MIXTRAL "examples/llm/mixtral-8x7b.json"
 #define QWEN3M "examples/llm/qwen3-30b-a3b.json"
 
-static transformer *load_ok(const char *path)
-{
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(path, &err);
-    cr_assert_not_null(t, "%s: %s", path, err.msg);
-    return t;
-}
-
-static transformer *parse(const char *text, plumb_err *err)
-{
-    cJSON *root = json_parse_text("t.json", text, strlen(text), err);
-    cr_assert_not_null(root, "%s", err->msg);
-    transformer *t = transformer_from_json(root, "t.json", err);
-    cJSON_Delete(root);
-    return t;
-}
-
-static void expect_bad(const char *text, const char *want)
-{
-    plumb_err err = {{0}};
-    transformer *t = parse(text, &err);
-    cr_assert_null(t, "accepted: %s", text);
-    cr_assert(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
-    cr_assert_null(strchr(err.msg, '\n'), "more than one line: %s", err.msg);
-}
-
 Test(moe, families_read)
 {
-    transformer *t = load_ok(MIXTRAL);
+    transformer *t = llmfix_model(MIXTRAL);
     cr_assert_str_eq(t->family, "mixtral");
     cr_assert_eq(t->experts, 8);
     cr_assert_eq(t->experts_per_tok, 2);
@@ -63,7 +38,7 @@ Test(moe, families_read)
     cr_assert_eq(t->kv_heads, 8);
     cr_assert_eq(t->window, 0); /* sliding_window null */
     transformer_free(t);
-    t = load_ok(QWEN3M);
+    t = llmfix_model(QWEN3M);
     cr_assert_str_eq(t->family, "qwen3_moe");
     cr_assert_eq(t->experts, 128);
     cr_assert_eq(t->experts_per_tok, 8);
@@ -74,7 +49,7 @@ Test(moe, families_read)
     transformer_free(t);
     /* told apart by architectures alone; Mixtral's window read as Mistral's */
     plumb_err err = {{0}};
-    t = parse("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 64, "
+    t = llmfix_parse("{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 64, "
               "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
               "\"intermediate_size\": 96, \"max_position_embeddings\": 512, \"vocab_size\": 100, "
               "\"num_local_experts\": 4, \"num_experts_per_tok\": 1, \"sliding_window\": 128}",
@@ -85,8 +60,8 @@ Test(moe, families_read)
     cr_assert_eq(t->experts, 4);
     transformer_free(t);
     /* DeepSeek's MLA and shared experts stay unknown */
-    expect_bad("{\"model_type\": \"deepseek_v3\"}", "model_type: unknown architecture");
-    expect_bad("{\"model_type\": \"olmoe\"}", "model_type: unknown architecture");
+    llmfix_expect_bad("{\"model_type\": \"deepseek_v3\"}", "model_type: unknown architecture");
+    llmfix_expect_bad("{\"model_type\": \"olmoe\"}", "model_type: unknown architecture");
 }
 
 /* A published shape and the sums of its checkpoint's tensors, counted here from the
@@ -161,7 +136,7 @@ static char *cfg(const struct moe_shape *s)
 Test(moe, qwen2_moe_read)
 {
     plumb_err err = {{0}};
-    transformer *t = parse(cfg(&SHAPES[3]), &err);
+    transformer *t = llmfix_parse(cfg(&SHAPES[3]), &err);
     cr_assert_not_null(t, "%s", err.msg);
     cr_assert_str_eq(t->family, "qwen2_moe");
     cr_assert(t->qkv_bias && !t->out_bias && !t->mlp_bias && !t->qk_norm && t->gated_mlp);
@@ -173,7 +148,7 @@ Test(moe, qwen2_moe_read)
     char text[1100];
     snprintf(text, sizeof text, "%.*s, \"qkv_bias\": false}", (int)strlen(cfg(&SHAPES[3])) - 1,
              cfg(&SHAPES[3]));
-    t = parse(text, &err);
+    t = llmfix_parse(text, &err);
     cr_assert_not_null(t, "%s", err.msg);
     cr_assert_not(t->qkv_bias);
     transformer_free(t);
@@ -184,7 +159,7 @@ Test(moe, parameter_counts)
     for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
         const struct moe_shape *s = &SHAPES[i];
         plumb_err err = {{0}};
-        transformer *t = parse(cfg(s), &err);
+        transformer *t = llmfix_parse(cfg(s), &err);
         cr_assert_not_null(t, "%s: %s", s->name, err.msg);
         long long n = transformer_param_count(t), a = transformer_active_param_count(t);
         cr_assert_eq(n, tensor_sum(s, s->E), "%s: %lld, the tensors %lld", s->name, n,
@@ -197,15 +172,15 @@ Test(moe, parameter_counts)
                   s->name, a, s->card_active);
         transformer_free(t);
     }
-    transformer *t = load_ok(MIXTRAL);
+    transformer *t = llmfix_model(MIXTRAL);
     cr_assert_eq(transformer_param_count(t), 46702792704LL);
     cr_assert_eq(transformer_active_param_count(t), 12879925248LL);
     transformer_free(t);
-    t = load_ok(QWEN3M);
+    t = llmfix_model(QWEN3M);
     cr_assert_eq(transformer_param_count(t), tensor_sum(&SHAPES[1], 128));
     cr_assert_eq(transformer_active_param_count(t), tensor_sum(&SHAPES[1], 8));
     transformer_free(t);
-    t = load_ok("examples/llm/llama3-8b.json"); /* no experts: active = total */
+    t = llmfix_model("examples/llm/llama3-8b.json"); /* no experts: active = total */
     cr_assert_eq(transformer_active_param_count(t), transformer_param_count(t));
     transformer_free(t);
 }
@@ -243,7 +218,7 @@ static void near(double got, double want, const char *what)
  * kept bytes alike. */
 Test(moe, block_priced_as_computed_here)
 {
-    transformer *t = load_ok(MIXTRAL), *dense = transformer_clone(t);
+    transformer *t = llmfix_model(MIXTRAL), *dense = transformer_clone(t);
     dense->experts = dense->experts_per_tok = dense->moe_ffn = 0;
     double speed = 1;
     profile *p = build(t, 2, 4096, &speed), *q = build(dense, 2, 4096, NULL);
@@ -300,7 +275,7 @@ Test(moe, shared_expert_priced_as_computed_here)
 {
     const struct moe_shape *q = &SHAPES[3];
     plumb_err err = {{0}};
-    transformer *t = parse(cfg(q), &err);
+    transformer *t = llmfix_parse(cfg(q), &err);
     cr_assert_not_null(t, "%s", err.msg);
     transformer *bare = transformer_clone(t);
     bare->shared_ffn = 0;
@@ -333,7 +308,7 @@ Test(moe, description_round_trips)
 {
     for (int i = 0; i < 3; i++) {
         plumb_err err = {{0}};
-        transformer *t = i < 2 ? load_ok(i ? QWEN3M : MIXTRAL) : parse(cfg(&SHAPES[4]), &err);
+        transformer *t = i < 2 ? llmfix_model(i ? QWEN3M : MIXTRAL) : llmfix_parse(cfg(&SHAPES[4]), &err);
         cr_assert_not_null(t, "%s", err.msg);
         cJSON *o = transformer_to_json(t);
         cr_assert_not_null(o);
@@ -357,7 +332,7 @@ Test(moe, description_round_trips)
         cJSON_Delete(o);
         transformer_free(t);
     }
-    transformer *t = load_ok("examples/llm/qwen3-8b.json");
+    transformer *t = llmfix_model("examples/llm/qwen3-8b.json");
     cJSON *o = transformer_to_json(t);
     cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "num_experts"));
     cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "moe_intermediate_size"));
@@ -380,47 +355,47 @@ Test(moe, description_round_trips)
 
 Test(moe, bad_keys_refused)
 {
-    expect_bad(MX_BASE ", \"num_local_experts\": 8, \"num_experts_per_tok\": 9}",
+    llmfix_expect_bad(MX_BASE ", \"num_local_experts\": 8, \"num_experts_per_tok\": 9}",
                "t.json: num_experts_per_tok: expected at most num_local_experts = 8 (got 9)");
-    expect_bad(MX_BASE ", \"num_local_experts\": 0, \"num_experts_per_tok\": 1}",
+    llmfix_expect_bad(MX_BASE ", \"num_local_experts\": 0, \"num_experts_per_tok\": 1}",
                "t.json: num_local_experts: expected an integer from 1 to 1024 (got 0)");
-    expect_bad(MX_BASE ", \"num_experts_per_tok\": 2}",
+    llmfix_expect_bad(MX_BASE ", \"num_experts_per_tok\": 2}",
                "t.json: num_local_experts: missing; expected the experts on each block");
-    expect_bad(MX_BASE ", \"num_local_experts\": 8}",
+    llmfix_expect_bad(MX_BASE ", \"num_local_experts\": 8}",
                "t.json: num_experts_per_tok: missing; expected the experts each token");
-    expect_bad(MX_BASE ", \"num_local_experts\": 8, \"num_experts_per_tok\": 0.5}",
+    llmfix_expect_bad(MX_BASE ", \"num_local_experts\": 8, \"num_experts_per_tok\": 0.5}",
                "t.json: num_experts_per_tok:");
-    expect_bad(Q3_BASE ", \"moe_intermediate_size\": 2500001}",
+    llmfix_expect_bad(Q3_BASE ", \"moe_intermediate_size\": 2500001}",
                "t.json: num_experts: expected num_experts x the expert width");
-    expect_bad(Q3_BASE "}", "t.json: moe_intermediate_size: missing");
-    expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"mlp_only_layers\": [1]}",
+    llmfix_expect_bad(Q3_BASE "}", "t.json: moe_intermediate_size: missing");
+    llmfix_expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"mlp_only_layers\": [1]}",
                "t.json: mlp_only_layers: expected [] or null");
-    expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"mlp_only_layers\": 1}",
+    llmfix_expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"mlp_only_layers\": 1}",
                "t.json: mlp_only_layers: expected a list");
-    expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 2}",
+    llmfix_expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"decoder_sparse_step\": 2}",
                "t.json: decoder_sparse_step: expected 1");
-    expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"use_sliding_window\": true}",
+    llmfix_expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"use_sliding_window\": true}",
                "t.json: use_sliding_window: expected false");
-    expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"norm_topk_prob\": 3}",
+    llmfix_expect_bad(Q3_BASE ", \"moe_intermediate_size\": 32, \"norm_topk_prob\": 3}",
                "t.json: norm_topk_prob:");
-    expect_bad("{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
+    llmfix_expect_bad("{\"model_type\": \"qwen2_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
                "\"num_attention_heads\": 4, \"intermediate_size\": 96, "
                "\"max_position_embeddings\": 512, \"vocab_size\": 100, \"num_experts\": 4, "
                "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}",
                "t.json: shared_expert_intermediate_size: missing");
     /* plumb-transformer/1: gated experts without biases, the three keys together */
-    expect_bad(PL_BASE "\"mlp\": \"gelu\", \"bias\": false, \"num_experts\": 4, "
+    llmfix_expect_bad(PL_BASE "\"mlp\": \"gelu\", \"bias\": false, \"num_experts\": 4, "
                "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}",
                "t.json: mlp: expected a gated MLP");
-    expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": true, \"num_experts\": 4, "
+    llmfix_expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": true, \"num_experts\": 4, "
                "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}",
                "t.json: mlp_bias: expected false with experts");
-    expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, \"num_experts\": 4}",
+    llmfix_expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, \"num_experts\": 4}",
                "t.json: moe_intermediate_size: missing");
-    expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, \"num_experts\": 4, "
+    llmfix_expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, \"num_experts\": 4, "
                "\"moe_intermediate_size\": 32}",
                "t.json: num_experts_per_tok: missing");
-    expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, "
+    llmfix_expect_bad(PL_BASE "\"mlp\": \"swiglu\", \"bias\": false, "
                "\"shared_expert_intermediate_size\": 32}",
                "t.json: shared_expert_intermediate_size: expected only with num_experts");
 }
@@ -430,7 +405,7 @@ Test(moe, options_refused)
 {
     plumb_err err = {{0}};
     cluster *c = cluster_load(H100, &err);
-    transformer *t = load_ok(QWEN3M);
+    transformer *t = llmfix_model(QWEN3M);
     llm_options o;
     llm_options_init(&o);
     o.precision = DEV_FP8;
@@ -451,30 +426,12 @@ Test(moe, options_refused)
  * experts is refused by name in one line. */
 Test(moe, executor_refuses_experts)
 {
-    plumb_err e = {{0}};
-    transformer *t = load_ok("examples/llm/gpt-mini.json");
+    transformer *t = llmfix_model("examples/llm/gpt-mini.json");
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->mlp_bias = 0;
     t->experts = 4, t->experts_per_tok = 2, t->moe_ffn = 64;
-    model *m = model_load("examples/models/gpt-mini.json", &e);
-    cr_assert_not_null(m, "%s", e.msg);
-    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2;
-    o.global_batch = 8;
-    o.microbatch_size = 2;
-    o.precision = DEV_FP32;
-    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    cr_assert_eq(train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e), -1);
-    cr_assert(strstr(e.msg, "plan.json: model.transformer.num_experts: expected none: "
-                            "gpt-mini.json's blocks have a dense MLP"), "%s", e.msg);
-    cr_assert_null(strchr(e.msg, '\n'));
-    plan_free(pl);
-    cluster_free(c);
-    model_free(m);
+    llmfix_exec_check(t, "plan.json: model.transformer.num_experts: expected none: "
+                         "gpt-mini.json's blocks have a dense MLP");
     transformer_free(t);
 }

@@ -17,16 +17,9 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
-
-static transformer *load_ok(const char *path)
-{
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(path, &err);
-    cr_assert_not_null(t, "%s: %s", path, err.msg);
-    return t;
-}
 
 static transformer *from_json_ok(const cJSON *root, const char *file)
 {
@@ -80,7 +73,7 @@ Test(headdim, published_parameter_counts)
         {"examples/llm/qwen3-32b.json", 32762123264LL, 30497182720LL, 32.8e9},
     };
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
-        transformer *t = load_ok(m[i].file);
+        transformer *t = llmfix_model(m[i].file);
         long long n = transformer_param_count(t);
         cr_assert_eq(n, m[i].exact, "%s: %lld, expected %lld", m[i].file, n, m[i].exact);
         cr_assert(fabs((double)n - m[i].card) <= 0.05e9, "%s: %lld vs the card's %.3g",
@@ -94,7 +87,7 @@ Test(headdim, published_parameter_counts)
 
 Test(headdim, qwen3_fields)
 {
-    transformer *t = load_ok("examples/llm/qwen3-32b.json");
+    transformer *t = llmfix_model("examples/llm/qwen3-32b.json");
     cr_assert_str_eq(t->family, "qwen3");
     cr_assert(t->qk_norm && t->gated_mlp && t->norm == TF_RMSNORM && !t->learned_positions);
     cr_assert(!t->qkv_bias && !t->out_bias && !t->mlp_bias && !t->tied_embeddings);
@@ -169,7 +162,7 @@ Test(headdim, description_round_trips)
     const char *files[] = {"examples/llm/qwen3-32b.json", "examples/llm/mistral-nemo-12b.json",
                            "examples/llm/qwen3-8b.json"};
     for (int i = 0; i < 3; i++) {
-        transformer *t = load_ok(files[i]);
+        transformer *t = llmfix_model(files[i]);
         cJSON *w = transformer_to_json(t);
         cr_assert_not_null(w);
         const cJSON *d = cJSON_GetObjectItemCaseSensitive(w, "head_dim");
@@ -187,18 +180,6 @@ Test(headdim, description_round_trips)
     }
 }
 
-static void expect_bad(const char *text, const char *want)
-{
-    plumb_err err = {{0}};
-    cJSON *root = json_parse_text("t.json", text, strlen(text), &err);
-    cr_assert_not_null(root, "%s", err.msg);
-    transformer *t = transformer_from_json(root, "t.json", &err);
-    cJSON_Delete(root);
-    cr_assert_null(t, "accepted: %s", text);
-    cr_assert(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
-    cr_assert_null(strchr(err.msg, '\n'), "more than one line: %s", err.msg);
-}
-
 #define CFG(fam, hd)                                                                          \
     "{\"model_type\": \"" fam "\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "           \
     "\"num_attention_heads\": 4, \"intermediate_size\": 128, \"max_position_embeddings\": "   \
@@ -206,13 +187,13 @@ static void expect_bad(const char *text, const char *want)
 
 Test(headdim, bad_head_dim_refused)
 {
-    expect_bad(CFG("mistral", "0"), "t.json: head_dim: expected");
-    expect_bad(CFG("llama", "-128"), "t.json: head_dim: expected");
-    expect_bad(CFG("qwen2", "12.5"), "t.json: head_dim: expected");
-    expect_bad(CFG("qwen3", "\"128\""), "t.json: head_dim: expected");
-    expect_bad(CFG("qwen3", "129"), "t.json: head_dim: expected at most 8 x hidden_size");
-    expect_bad(CFG("llama", "1e12"), "t.json: head_dim: expected");
-    expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
+    llmfix_expect_bad(CFG("mistral", "0"), "t.json: head_dim: expected");
+    llmfix_expect_bad(CFG("llama", "-128"), "t.json: head_dim: expected");
+    llmfix_expect_bad(CFG("qwen2", "12.5"), "t.json: head_dim: expected");
+    llmfix_expect_bad(CFG("qwen3", "\"128\""), "t.json: head_dim: expected");
+    llmfix_expect_bad(CFG("qwen3", "129"), "t.json: head_dim: expected at most 8 x hidden_size");
+    llmfix_expect_bad(CFG("llama", "1e12"), "t.json: head_dim: expected");
+    llmfix_expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
                "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"head_dim\": 0, "
                "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"vocab_size\": 10, "
                "\"mlp\": \"swiglu\", \"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", "
@@ -220,7 +201,7 @@ Test(headdim, bad_head_dim_refused)
                "t.json: head_dim: expected");
     /* without head_dim the width must still divide into the heads; with it, it need not;
      * null is absent (as transformers writes it) */
-    expect_bad("{\"model_type\": \"qwen3\", \"hidden_size\": 60, \"num_hidden_layers\": 2, "
+    llmfix_expect_bad("{\"model_type\": \"qwen3\", \"hidden_size\": 60, \"num_hidden_layers\": 2, "
                "\"num_attention_heads\": 8, \"intermediate_size\": 128, "
                "\"max_position_embeddings\": 32, \"vocab_size\": 100}",
                "t.json: num_attention_heads: expected a divisor");
@@ -244,7 +225,7 @@ Test(headdim, bad_head_dim_refused)
  * scores and values 2 s^2 a d each, the output projection 2 s a d h. */
 Test(headdim, forward_flops_use_heads_times_head_dim)
 {
-    transformer *t = load_ok("examples/llm/qwen3-32b.json");
+    transformer *t = llmfix_model("examples/llm/qwen3-32b.json");
     t->seq = 4096;
     double s = 4096, h = 5120, aw = 8192, q = (64 + 16) * 128.0, f = 25600, V = 151936;
     double block = 2 * s * h * q + 4 * s * s * aw + 2 * s * aw * h + 6 * s * h * f;
@@ -263,7 +244,7 @@ Test(headdim, forward_flops_use_heads_times_head_dim)
  * inputs, the raw queries and keys, and one fp32 per head and token) and to the stream time. */
 Test(headdim, profile_prices_width_and_qk_norm)
 {
-    transformer *t = load_ok("examples/llm/qwen3-32b.json");
+    transformer *t = llmfix_model("examples/llm/qwen3-32b.json");
     int tp = 8, b = 1;
     long long s = 4096;
     profile *p = build(t, tp, b, s);
@@ -292,7 +273,7 @@ Test(headdim, profile_prices_width_and_qk_norm)
  * (1,001,967,616 with the old 80-wide heads), and its FLOPs are the 8192-wide count. */
 Test(headdim, qwen3_32b_layout_prices_wide_attention)
 {
-    transformer *t = load_ok("examples/llm/qwen3-32b.json");
+    transformer *t = llmfix_model("examples/llm/qwen3-32b.json");
     plumb_err err = {{0}};
     cluster *c = cluster_load(H100, &err);
     cr_assert_not_null(c, "%s", err.msg);
@@ -333,47 +314,20 @@ Test(headdim, qwen3_32b_layout_prices_wide_attention)
 /* The executor's attention splits its width into the heads and has no per-head norms: a plan
  * laid out from gpt-mini's description with its own head width or qk_norm is refused by name
  * (exec/train_plan.c's check), not run as another model. */
-static void exec_check(const transformer *t, const char *text)
-{
-    plumb_err e = {{0}};
-    model *m = model_load("examples/models/gpt-mini.json", &e);
-    cr_assert_not_null(m, "%s", e.msg);
-    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2;
-    o.global_batch = 8;
-    o.microbatch_size = 2;
-    o.precision = DEV_FP32;
-    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    int rc = train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e);
-    if (!text) cr_assert_eq(rc, 0, "%s", e.msg);
-    else {
-        cr_assert_eq(rc, -1, "accepted: %s", text);
-        cr_assert(strstr(e.msg, text), "%s (want %s)", e.msg, text);
-        cr_assert_null(strchr(e.msg, '\n'), "one line: %s", e.msg);
-    }
-    plan_free(pl);
-    cluster_free(c);
-    model_free(m);
-}
-
 Test(headdim, executor_refuses_own_head_width)
 {
-    transformer *t = load_ok("examples/llm/gpt-mini.json");
+    transformer *t = llmfix_model("examples/llm/gpt-mini.json");
     long long d = t->hidden / t->heads;
-    exec_check(t, NULL);
+    llmfix_exec_check(t, NULL);
     t->head_dim = d; /* said, but the same width: runs */
-    exec_check(t, NULL);
+    llmfix_exec_check(t, NULL);
     char want[160];
     snprintf(want, sizeof want, "plan.json: model.transformer.head_dim: expected hidden_size "
              "/ num_attention_heads = %lld", d);
     t->head_dim = 2 * d;
-    exec_check(t, want);
+    llmfix_exec_check(t, want);
     t->head_dim = 0;
     t->qk_norm = 1;
-    exec_check(t, "plan.json: model.transformer.qk_norm: expected false");
+    llmfix_exec_check(t, "plan.json: model.transformer.qk_norm: expected false");
     transformer_free(t);
 }

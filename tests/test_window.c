@@ -20,37 +20,20 @@
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 #include "planner/search3d.h"
+#include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
 #define MISTRAL "examples/llm/mistral-7b.json"
-
-static transformer *parse(const char *text, plumb_err *err)
-{
-    cJSON *root = json_parse_text("t.json", text, strlen(text), err);
-    cr_assert_not_null(root, "%s", err->msg);
-    transformer *t = transformer_from_json(root, "t.json", err);
-    cJSON_Delete(root);
-    return t;
-}
 
 /* The window text gives (it must read). */
 static long long window_of(const char *text)
 {
     plumb_err err = {{0}};
-    transformer *t = parse(text, &err);
+    transformer *t = llmfix_parse(text, &err);
     cr_assert_not_null(t, "%s: %s", text, err.msg);
     long long w = t->window;
     transformer_free(t);
     return w;
-}
-
-static void expect_bad(const char *text, const char *want)
-{
-    plumb_err err = {{0}};
-    transformer *t = parse(text, &err);
-    cr_assert_null(t, "accepted: %s", text);
-    cr_assert(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
-    cr_assert_null(strchr(err.msg, '\n'), "more than one line: %s", err.msg);
 }
 
 /* A config of family fam (4 layers) with the extra keys `more` (",\"k\": v" ...). */
@@ -105,7 +88,7 @@ Test(window, config_read)
         snprintf(more, sizeof more, ", \"sliding_window\": 16, \"use_sliding_window\": true, "
                  "\"max_window_layers\": %lld", from[k]);
         plumb_err err = {{0}};
-        transformer *t = parse(cfg(k ? "qwen3" : "qwen2", more), &err);
+        transformer *t = llmfix_parse(cfg(k ? "qwen3" : "qwen2", more), &err);
         cr_assert_not_null(t, "%s", err.msg);
         cr_assert_eq(t->window, 16);
         for (long long l = 0; l < 4; l++)
@@ -120,16 +103,16 @@ Test(window, bad_values_refused)
     char more[64];
     for (int i = 0; i < 6; i++) {
         snprintf(more, sizeof more, ", \"sliding_window\": %s", bad[i]);
-        expect_bad(cfg("mistral", more), "t.json: sliding_window: expected");
+        llmfix_expect_bad(cfg("mistral", more), "t.json: sliding_window: expected");
         /* checked whatever use_sliding_window says */
-        expect_bad(cfg("qwen2", more), "t.json: sliding_window: expected");
+        llmfix_expect_bad(cfg("qwen2", more), "t.json: sliding_window: expected");
     }
-    expect_bad(cfg("qwen2", ", \"use_sliding_window\": true, \"max_window_layers\": -1"),
+    llmfix_expect_bad(cfg("qwen2", ", \"use_sliding_window\": true, \"max_window_layers\": -1"),
                "t.json: max_window_layers: expected");
-    expect_bad(cfg("qwen3", ", \"use_sliding_window\": true, \"max_window_layers\": 1.5"),
+    llmfix_expect_bad(cfg("qwen3", ", \"use_sliding_window\": true, \"max_window_layers\": 1.5"),
                "t.json: max_window_layers: expected");
-    expect_bad(cfg("qwen3", ", \"use_sliding_window\": 1"), "t.json: use_sliding_window:");
-    expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
+    llmfix_expect_bad(cfg("qwen3", ", \"use_sliding_window\": 1"), "t.json: use_sliding_window:");
+    llmfix_expect_bad("{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": 64, "
                "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"intermediate_size\": 8, "
                "\"max_position_embeddings\": 8, \"vocab_size\": 10, \"mlp\": \"swiglu\", "
                "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
@@ -359,35 +342,11 @@ Test(window, search_leaves_cp_out)
  * is refused by name; a window as long as the sequence runs. */
 Test(window, executor_refuses_a_window)
 {
-    plumb_err e = {{0}};
-    transformer *t = transformer_load("examples/llm/gpt-mini.json", &e);
-    cr_assert_not_null(t, "%s", e.msg);
-    model *m = model_load("examples/models/gpt-mini.json", &e);
-    cr_assert_not_null(m, "%s", e.msg);
-    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2;
-    o.global_batch = 8;
-    o.microbatch_size = 2;
-    o.precision = DEV_FP32;
-    long long windows[] = {16, 64};
-    for (int k = 0; k < 2; k++) {
-        t->window = windows[k];
-        plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
-        cr_assert_not_null(pl, "%s", e.msg);
-        int rc = train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e);
-        if (k == 1) cr_assert_eq(rc, 0, "%s", e.msg);
-        else {
-            cr_assert_eq(rc, -1);
-            cr_assert(strstr(e.msg, "plan.json: model.transformer.sliding_window: expected none "
-                             "or at least the sequence's 64 tokens"), "%s", e.msg);
-            cr_assert_null(strchr(e.msg, '\n'));
-        }
-        plan_free(pl);
-    }
-    cluster_free(c);
-    model_free(m);
+    transformer *t = llmfix_model("examples/llm/gpt-mini.json");
+    t->window = 16;
+    llmfix_exec_check(t, "plan.json: model.transformer.sliding_window: expected none or at "
+                         "least the sequence's 64 tokens");
+    t->window = 64;
+    llmfix_exec_check(t, NULL);
     transformer_free(t);
 }
