@@ -1,6 +1,6 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
  * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral,
- * qwen3_moe and qwen2_moe families, and plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
+ * qwen3_moe, qwen2_moe, phi3 and starcoder2 families, and plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
  * transformer_size.c). Every missing, unknown or bad key gets one error line naming the file
  * and the key. */
 #include "transformer.h"
@@ -133,6 +133,8 @@ static const struct {
     {"mixtral", "MixtralForCausalLM", F_MIXTRAL},
     {"qwen3_moe", "Qwen3MoeForCausalLM", F_QWEN3_MOE},
     {"qwen2_moe", "Qwen2MoeForCausalLM", F_QWEN2_MOE},
+    {"phi3", "Phi3ForCausalLM", F_PHI3},
+    {"starcoder2", "Starcoder2ForCausalLM", F_STARCODER2},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -151,7 +153,7 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
                            "qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral, qwen3_moe, "
-                           "qwen2_moe) or an architectures list");
+                           "qwen2_moe, phi3, starcoder2) or an architectures list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -167,11 +169,12 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
                    mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, "
-                        "gemma3_text, mixtral, qwen3_moe or qwen2_moe"
+                        "gemma3_text, mixtral, qwen3_moe, qwen2_moe, phi3 or starcoder2"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
                         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
                         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                        "MixtralForCausalLM, Qwen3MoeForCausalLM or Qwen2MoeForCausalLM",
+                        "MixtralForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, "
+                        "Phi3ForCausalLM or Starcoder2ForCausalLM",
                    s);
 }
 
@@ -199,12 +202,41 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
            tf_get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
+/* starcoder2 (transformers' modeling_starcoder2.py): a LayerNorm block (weight and bias) with
+ * biases on the Q, K, V, output and both MLP projections as use_bias says (default true), a
+ * plain MLP c_fc, act (hidden_act, default gelu_pytorch_tanh), c_proj, grouped-query
+ * attention (num_key_value_heads, required: its configuration's default is 2, not the
+ * heads), embeddings tied unless tie_word_embeddings says otherwise, dropout after the
+ * attention probabilities (attention_dropout) and each half (residual_dropout), and
+ * mistral's sliding window (sliding_window: null or absent none) on every block. */
+static int load_starcoder2(const jctx *jc, const cJSON *root, transformer *t)
+{
+    int bias = 1;
+    t->activation = TF_GELU;
+    t->norm = TF_LAYERNORM;
+    t->tied_embeddings = 1;
+    if (tf_get_dim(jc, root, "num_key_value_heads", 1, &t->kv_heads) ||
+        tf_get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
+        tf_get_act(jc, root, "hidden_act", &t->activation) ||
+        tf_get_flag(jc, root, "use_bias", &bias) ||
+        tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
+        tf_get_dropout(jc, root, "attention_dropout", &t->dropout) ||
+        tf_get_dropout(jc, root, "residual_dropout", &t->dropout))
+        return -1;
+    t->qkv_bias = t->out_bias = t->mlp_bias = bias;
+    return tf_get_window(jc, root, F_MISTRAL, t);
+}
+
 /* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma; mixtral,
  * mistral's attention, qwen3_moe, qwen3's, and qwen2_moe, qwen2's with qkv_bias, with their
  * experts: tf_load_moe): the common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
  * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block
  * with attention_bias on the Q, K, V and output projections (no MLP bias) and the per-head
- * query and key RMSNorms (q_norm, k_norm). */
+ * query and key RMSNorms (q_norm, k_norm). phi3 (transformers' modular_phi3.py) is mistral's
+ * block with the Q, K, V projections fused into qkv_proj and gate and up into gate_up_proj
+ * (the same shapes and FLOPs as separate ones; no biases), dropout after each half
+ * (resid_pdrop) and mistral's sliding window on every block (sliding_window; Phi-3-mini-4k's
+ * 2047); its partial rotary embedding costs nothing. starcoder2: load_starcoder2. */
 static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
     if (tf_get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
@@ -228,6 +260,7 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
                tf_get_dropout(jc, root, "attention_dropout", &t->dropout) ||
                tf_get_dropout(jc, root, "hidden_dropout", &t->dropout);
     }
+    if (f == F_STARCODER2) return load_starcoder2(jc, root, t);
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;
@@ -240,6 +273,9 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
         tf_get_dropout(jc, root, "attention_dropout", &t->dropout))
         return -1;
     if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && tf_get_window(jc, root, f, t))
+        return -1;
+    if (f == F_PHI3 && (tf_get_dropout(jc, root, "resid_pdrop", &t->dropout) ||
+                        tf_get_window(jc, root, F_MISTRAL, t)))
         return -1;
     if (f == F_MIXTRAL && tf_get_window(jc, root, F_MISTRAL, t)) return -1;
     if (f == F_QWEN2_MOE && tf_get_flag(jc, root, "qkv_bias", &t->qkv_bias)) return -1;

@@ -3,8 +3,8 @@
  * gives head_dim), MLP width and kind (plain or gated, or a mixture of experts), vocabulary,
  * sequence length, norms (and Qwen3's per-head query/key norms), positions, biases, dropout
  * and embedding tying. Read from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral,
- * qwen2, qwen3, gemma, gemma2, gemma3_text, and the mixtures of experts mixtral, qwen2_moe
- * and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
+ * qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, starcoder2, and the mixtures of experts
+ * mixtral, qwen2_moe and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
  * format tag; docs/llm.md), with sliding-window attention on every block or on some
  * (Gemma 2's and Gemma 3's local layers, layer_types), and Gemma's norms after attention and
  * MLP, soft-capped scores and logits and scaled embedding. */
@@ -22,7 +22,8 @@ typedef struct transformer {
     char *name;              /* e.g. "llama3-8b"; owned */
     char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3",
                                 "gemma", "gemma2", "gemma3_text", "mixtral",
-                                "qwen2_moe", "qwen3_moe" or "plumb" */
+                                "qwen2_moe", "qwen3_moe", "phi3", "starcoder2" or
+                                "plumb" */
     long long hidden;        /* h: model width */
     long long layers;        /* l: transformer blocks */
     long long heads;         /* a: attention (query) heads; hidden % heads == 0 unless

@@ -13,7 +13,7 @@
 /* The families a file is read as (core/transformer.c's FAMILIES table, in this order). */
 typedef enum tf_fam {
     F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA, F_GEMMA2, F_GEMMA3,
-    F_MIXTRAL, F_QWEN3_MOE, F_QWEN2_MOE, F_PLUMB
+    F_MIXTRAL, F_QWEN3_MOE, F_QWEN2_MOE, F_PHI3, F_STARCODER2, F_PLUMB
 } tf_fam;
 
 /* A positive integer at root.key (within the key's limit) into *out; an absent or null key
@@ -37,7 +37,8 @@ int tf_get_layer_types(const jctx *jc, const cJSON *root, long long layers,
  * layer has it. */
 int tf_set_windows(const jctx *jc, transformer *t, long long w, const unsigned char *full);
 /* The sliding window of a mistral, qwen2, qwen3, gemma2 or gemma3_text config into
- * t->window and t->full_layers by the family's rule (t->layers already read). */
+ * t->window and t->full_layers by the family's rule (t->layers already read); phi3,
+ * starcoder2 and mixtral are read as F_MISTRAL. */
 int tf_get_window(const jctx *jc, const cJSON *root, tf_fam f, transformer *t);
 
 /* transformer_gemma.c. A soft-capping constant at root.key into *out: a positive number, or

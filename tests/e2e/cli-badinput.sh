@@ -590,6 +590,23 @@ expect_bad train-plan-with-experts "^plumb: .*moeplan.json: model.transformer.nu
     "$P" train examples/models/gpt-mini.json "$d/moeplan.json" --steps 1
 rm -f "$d/moe.json" "$d/moemini.json" "$d/moeplan.json"
 
+# the dense families phi3 and starcoder2: a bad window, dropout, bias flag or a missing key
+# value heads count gets one line naming the file and key
+PH3=examples/llm/phi3-mini-4k.json SC2=examples/llm/starcoder2-7b.json
+moefile $PH3 "$d/fam.json" sliding_window 0
+expect_bad model-phi3-window "^plumb: .*fam.json: sliding_window: expected" \
+    "$P" profile --model "$d/fam.json" -c profiles/clusters/dgx-h100.json
+moefile $PH3 "$d/fam.json" resid_pdrop 1
+expect_bad model-phi3-dropout "^plumb: .*fam.json: resid_pdrop: expected a probability below 1" \
+    "$P" plan --model "$d/fam.json" -c profiles/clusters/dgx-h100.json --gpus 8 --tp 2 --global-batch 16
+moefile $SC2 "$d/fam.json" num_key_value_heads null
+expect_bad model-starcoder2-kv-heads "^plumb: .*fam.json: num_key_value_heads: missing; expected a positive integer" \
+    "$P" profile --model "$d/fam.json" -c profiles/clusters/dgx-h100.json
+moefile $SC2 "$d/fam.json" use_bias '"yes"'
+expect_bad model-starcoder2-use-bias "^plumb: .*fam.json: use_bias: expected" \
+    "$P" plan --model "$d/fam.json" -c profiles/clusters/dgx-h100.json --gpus 16 --tp 2 --pp 2 --global-batch 32
+rm -f "$d/fam.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)
