@@ -13,7 +13,7 @@
 /* The families a file is read as (core/transformer.c's FAMILIES table, in this order). */
 typedef enum tf_fam {
     F_GPT2, F_NEOX, F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA, F_GEMMA2, F_GEMMA3,
-    F_MIXTRAL, F_QWEN3_MOE, F_QWEN2_MOE, F_PHI3, F_STARCODER2, F_PLUMB
+    F_MIXTRAL, F_QWEN3_MOE, F_QWEN2_MOE, F_PHI3, F_STARCODER2, F_OLMO2, F_PLUMB
 } tf_fam;
 
 /* A positive integer at root.key (within the key's limit) into *out; an absent or null key

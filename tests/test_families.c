@@ -1,11 +1,11 @@
 /* test_families.c: the dense Hugging Face families beyond llama's own (docs/llm.md, "Model
- * files"): phi3 and starcoder2 read by transformers' rules (modular_phi3.py,
- * modeling_starcoder2.py), the shipped phi3-mini-4k and starcoder2-7b and the other
- * published shapes counted against sums of their checkpoints' tensors made here and the
- * model cards' figures, their windows and FLOPs counted here, the profile of phi3's fused
- * projections equal to mistral's separate ones, starcoder2's LayerNorm and biases priced as
- * counted here, plumb-transformer/1 round trips, bad keys refused in one line, and the
- * executor refusing a windowed plan. */
+ * files"): phi3, starcoder2 and olmo2 read by transformers' rules (modular_phi3.py,
+ * modeling_starcoder2.py, modular_olmo2.py), the shipped phi3-mini-4k, starcoder2-7b and
+ * olmo2-7b and the other published shapes counted against sums of their checkpoints'
+ * tensors made here and the model cards' figures, their windows and FLOPs counted here, the
+ * profile of phi3's fused projections equal to mistral's separate ones, starcoder2's biases
+ * and OLMo 2's norms priced as counted here, plumb-transformer/1 round trips, bad keys
+ * refused in one line, and the executor refusing a windowed plan and OLMo 2's block. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@
 #define H100 "profiles/clusters/dgx-h100.json"
 #define PHI3 "examples/llm/phi3-mini-4k.json"
 #define SC2 "examples/llm/starcoder2-7b.json"
+#define OLMO2 "examples/llm/olmo2-7b.json"
 
 static transformer *load_ok(const char *path)
 {
@@ -344,6 +345,167 @@ Test(families, executor_refuses_the_window)
     cr_assert_eq(train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e), -1);
     cr_assert(strstr(e.msg, "plan.json: model.transformer.sliding_window: expected none"),
               "%s", e.msg);
+    plan_free(pl);
+    cluster_free(c);
+    model_free(m);
+    transformer_free(t);
+}
+
+/* olmo2 (transformers' modular_olmo2.py): llama's block with its two RMSNorms after the
+ * attention and the MLP and none before, and q_norm and k_norm over the whole projections. */
+Test(families, olmo2_read)
+{
+    transformer *t = load_ok(OLMO2);
+    cr_assert_str_eq(t->family, "olmo2");
+    cr_assert(t->gated_mlp && t->activation == TF_SILU && t->norm == TF_RMSNORM);
+    cr_assert(t->post_norms && t->no_pre_norms && t->qk_norm == TF_QK_WIDTH);
+    cr_assert(!t->qkv_bias && !t->out_bias && !t->mlp_bias && !t->tied_embeddings);
+    cr_assert(t->window == 0 && !t->embed_scale && t->attn_softcap == 0);
+    transformer_free(t);
+    t = parse_ok(cfg("olmo2", 64, 2, 4, 2, 128, 100, ", \"attention_bias\": true"));
+    cr_assert(t->qkv_bias && t->out_bias && !t->mlp_bias);
+    transformer_free(t);
+}
+
+/* OLMo 2's counts: the checkpoint's tensors (embed_tokens V h; per block q_proj h a d,
+ * k_proj and v_proj h kv d, o_proj a d h, gate_proj, up_proj, down_proj h f each,
+ * q_norm a d, k_norm kv d, post_attention_layernorm and post_feedforward_layernorm h each;
+ * norm h; lm_head V h), against the cards: OLMo-2-1124-7B 7.30 B, OLMo-2-1124-13B 13.7 B.
+ * Qwen3's per-head norms would give 2 d a block instead of (a + kv) d. */
+Test(families, olmo2_parameter_counts)
+{
+    static const struct { long long h, layers, heads, kv, f, vocab; double card, round; } S[] = {
+        {4096, 32, 32, 32, 11008, 100352, 7.30e9, 0.005e9},
+        {5120, 40, 40, 40, 13824, 100352, 13.7e9, 0.05e9},
+    };
+    for (int i = 0; i < 2; i++) {
+        long long h = S[i].h, d = h / S[i].heads, a = S[i].heads, kv = S[i].kv;
+        long long block = h * a * d + 2 * h * kv * d + a * d * h + 3 * h * S[i].f + a * d +
+                          kv * d + 2 * h;
+        long long want = 2 * S[i].vocab * h + S[i].layers * block + h;
+        transformer *t = parse_ok(cfg("olmo2", h, S[i].layers, a, kv, S[i].f, S[i].vocab, ""));
+        cr_assert_eq(transformer_param_count(t), want, "%lld vs %lld",
+                     transformer_param_count(t), want);
+        cr_assert(fabs((double)want - S[i].card) <= S[i].round, "%lld vs %.4g", want, S[i].card);
+        transformer_free(t);
+    }
+    transformer *t = load_ok(OLMO2);
+    cr_assert_eq(transformer_param_count(t), 7298617344LL);
+    transformer_free(t);
+}
+
+/* OLMo 2's block against llama's of the same shape, at tp 2 over 4096 tokens, as counted
+ * here: the same FLOPs; the parameters q_norm's and k_norm's share on the rank, (16 + 16)
+ * 128 weights; kept, the Q, K, V input is the block's input and the MLP's the residual
+ * (one tensor fewer than llama's norm input and output, M h e less), the post norms'
+ * inputs (2 M h e more), the query and key norms' inputs (M (16 + 16) 128 e) and one fp32
+ * statistic a token each (8 M); two more norm kernels each way, so it is slower. */
+Test(families, olmo2_priced_as_counted)
+{
+    transformer *t = load_ok(OLMO2), *l = transformer_clone(t);
+    l->post_norms = l->no_pre_norms = 0;
+    l->qk_norm = 0;
+    profile *p = build(t, 2, 4096), *q = build(l, 2, 4096);
+    double M = 4096, h = 4096, e = 2, w = (16 + 16) * 128;
+    cr_assert_eq(p->layers[1].flops, q->layers[1].flops);
+    cr_assert_eq(p->layers[1].parameter_bytes - q->layers[1].parameter_bytes, w * e);
+    cr_assert_eq(p->layers[1].saved_bytes - q->layers[1].saved_bytes,
+                 -M * h * e + 2 * M * h * e + M * w * e + 8 * M, "%.0f",
+                 p->layers[1].saved_bytes - q->layers[1].saved_bytes);
+    cr_assert_gt(p->layers[1].forward_ms, q->layers[1].forward_ms);
+    /* Qwen3's per-head norms instead: 2 d weights on every rank */
+    l->qk_norm = TF_QK_HEAD;
+    profile_free(q);
+    q = build(l, 2, 4096);
+    cr_assert_eq(q->layers[1].parameter_bytes - p->layers[1].parameter_bytes,
+                 (2 * 128 - w) * e);
+    profile_free(p);
+    profile_free(q);
+    transformer_free(l);
+    transformer_free(t);
+}
+
+/* plumb-transformer/1 holds OLMo 2's block in two new keys, written only when set:
+ * "pre_norms": false and "qk_norm_full": true; a description reads back equal. */
+Test(families, olmo2_description)
+{
+    plumb_err err = {{0}};
+    transformer *t = load_ok(OLMO2);
+    cJSON *o = transformer_to_json(t);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "pre_norms")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "qk_norm_full")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "post_norms")));
+    transformer *r = transformer_from_json(o, "d.json", &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert(transformer_equal(t, r));
+    cr_assert_eq(transformer_param_count(r), transformer_param_count(t));
+    r->qk_norm = TF_QK_HEAD;
+    cr_assert_not(transformer_equal(t, r));
+    r->qk_norm = TF_QK_WIDTH;
+    r->no_pre_norms = 0;
+    cr_assert_not(transformer_equal(t, r));
+    transformer_free(r);
+    cJSON_Delete(o);
+    transformer_free(t);
+    const char *files[] = {"examples/llm/qwen3-8b.json", "examples/llm/gemma2-9b.json", PHI3};
+    for (int k = 0; k < 3; k++) {
+        t = load_ok(files[k]);
+        o = transformer_to_json(t);
+        cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "pre_norms"), "%s", files[k]);
+        cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "qk_norm_full"), "%s", files[k]);
+        cJSON_Delete(o);
+        transformer_free(t);
+    }
+    const char *base = "{\"format\": \"plumb-transformer/1\", \"name\": \"x\", \"hidden_size\": "
+                       "64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+                       "\"intermediate_size\": 8, \"max_position_embeddings\": 8, "
+                       "\"vocab_size\": 10, \"mlp\": \"swiglu\", \"norm\": \"rmsnorm\", "
+                       "\"position_embedding\": \"rotary\", \"bias\": false, "
+                       "\"tie_word_embeddings\": false, \"dropout\": false";
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s, \"pre_norms\": false}", base);
+    expect_bad(buf, "t.json: pre_norms: expected false only with post_norms true");
+    snprintf(buf, sizeof buf, "%s, \"qk_norm_full\": true}", base);
+    expect_bad(buf, "t.json: qk_norm_full: expected only with qk_norm true");
+    snprintf(buf, sizeof buf, "%s, \"pre_norms\": 0, \"post_norms\": true}", base);
+    expect_bad(buf, "t.json: pre_norms:");
+}
+
+Test(families, olmo2_bad_keys_refused)
+{
+    expect_bad(cfg("olmo2", 64, 2, 4, 2, 128, 100, ", \"attention_bias\": 1"),
+               "t.json: attention_bias:");
+    expect_bad(cfg("olmo2", 64, 2, 4, 3, 128, 100, ""),
+               "t.json: num_key_value_heads: expected a divisor");
+    expect_bad("{\"model_type\": \"olmo2\", \"hidden_size\": 64}",
+               "t.json: num_hidden_layers: missing");
+    expect_bad("{\"model_type\": \"olmo\"}", "t.json: model_type: unknown architecture");
+}
+
+/* The executor's blocks have their norms before attention and MLP: an OLMo 2 block is
+ * refused by name. */
+Test(families, executor_refuses_olmo2)
+{
+    plumb_err e = {{0}};
+    transformer *t = load_ok("examples/llm/gpt-mini.json");
+    t->post_norms = t->no_pre_norms = 1;
+    model *m = model_load("examples/models/gpt-mini.json", &e);
+    cr_assert_not_null(m, "%s", e.msg);
+    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
+    cr_assert_not_null(c, "%s", e.msg);
+    layout3d_options o;
+    layout3d_options_init(&o);
+    o.tp = 2, o.pp = 2, o.dp = 2;
+    o.global_batch = 8;
+    o.microbatch_size = 2;
+    o.precision = DEV_FP32;
+    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
+    cr_assert_not_null(pl, "%s", e.msg);
+    cr_assert_eq(train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e), -1);
+    cr_assert(strstr(e.msg, "plan.json: model.transformer.pre_norms: expected true: "
+                            "gpt-mini.json's blocks have a norm before the attention"),
+              "%s", e.msg);
+    cr_assert_null(strchr(e.msg, '\n'));
     plan_free(pl);
     cluster_free(c);
     model_free(m);
