@@ -1,6 +1,7 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
  * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral,
- * qwen3_moe, qwen2_moe, phi3, starcoder2 and olmo2 families, and plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
+ * qwen3_moe, qwen2_moe, phi3, starcoder2, olmo2 and granite families, and
+ * plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
  * transformer_size.c). Every missing, unknown or bad key gets one error line naming the file
  * and the key. */
 #include "transformer.h"
@@ -136,6 +137,7 @@ static const struct {
     {"phi3", "Phi3ForCausalLM", F_PHI3},
     {"starcoder2", "Starcoder2ForCausalLM", F_STARCODER2},
     {"olmo2", "Olmo2ForCausalLM", F_OLMO2},
+    {"granite", "GraniteForCausalLM", F_GRANITE},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -154,7 +156,8 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
                            "qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral, qwen3_moe, "
-                           "qwen2_moe, phi3, starcoder2, olmo2) or an architectures list");
+                           "qwen2_moe, phi3, starcoder2, olmo2, granite) or an architectures "
+                           "list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -170,13 +173,14 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
                    mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, "
-                        "gemma3_text, mixtral, qwen3_moe, qwen2_moe, phi3, starcoder2 or "
-                        "olmo2"
+                        "gemma3_text, mixtral, qwen3_moe, qwen2_moe, phi3, starcoder2, "
+                        "olmo2 or granite"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
                         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
                         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
                         "MixtralForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, "
-                        "Phi3ForCausalLM, Starcoder2ForCausalLM or Olmo2ForCausalLM",
+                        "Phi3ForCausalLM, Starcoder2ForCausalLM, Olmo2ForCausalLM or "
+                        "GraniteForCausalLM",
                    s);
 }
 
@@ -241,7 +245,9 @@ static int load_starcoder2(const jctx *jc, const cJSON *root, transformer *t)
  * 2047); its partial rotary embedding costs nothing. olmo2 (transformers' modular_olmo2.py)
  * is llama's block (attention_bias, no mlp_bias) with its two RMSNorms moved after the
  * attention and the MLP, none before (post_norms, no_pre_norms), and q_norm and k_norm over
- * the whole query and key projections (qk_norm TF_QK_WIDTH); no window. starcoder2:
+ * the whole query and key projections (qk_norm TF_QK_WIDTH); no window. granite
+ * (modeling_granite.py) is llama's block (attention_bias, mlp_bias) with four scalings,
+ * tf_get_granite, each 1.0 when absent and applied whatever its value. starcoder2:
  * load_starcoder2. */
 static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
@@ -300,10 +306,11 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
     }
     if ((f == F_MIXTRAL || f == F_QWEN3_MOE || f == F_QWEN2_MOE) && tf_load_moe(jc, root, f, t))
         return -1;
-    if (f == F_LLAMA || f == F_QWEN3 || f == F_QWEN3_MOE || f == F_OLMO2) {
+    if (f == F_GRANITE && tf_get_granite(jc, root, 1, t)) return -1;
+    if (f == F_LLAMA || f == F_QWEN3 || f == F_QWEN3_MOE || f == F_OLMO2 || f == F_GRANITE) {
         int ab = 0;
         if (tf_get_flag(jc, root, "attention_bias", &ab) ||
-            (f == F_LLAMA && tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
+            ((f == F_LLAMA || f == F_GRANITE) && tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
             return -1;
         t->qkv_bias = t->out_bias = ab;
     }
@@ -315,7 +322,8 @@ static const char *const PLUMB_KEYS[] = {
     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings",
     "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
     "mlp_bias", "qk_norm", "qk_norm_full", "sliding_window", "layer_types", "post_norms",
-    "pre_norms", "embedding_scale",
+    "pre_norms", "embedding_scale", "embedding_multiplier", "residual_multiplier",
+    "attention_multiplier", "logits_scaling",
     "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "dropout",
     "num_experts", "num_experts_per_tok", "moe_intermediate_size",
     "shared_expert_intermediate_size", NULL};
@@ -365,7 +373,8 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
         tf_get_flag(jc, root, "embedding_scale", &t->embed_scale) ||
         tf_get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
         tf_get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
-        tf_get_dim(jc, root, "sliding_window", 0, &w) || tf_load_moe_plumb(jc, root, t))
+        tf_get_dim(jc, root, "sliding_window", 0, &w) || tf_load_moe_plumb(jc, root, t) ||
+        tf_get_granite(jc, root, 0, t))
         return -1;
     if (qk_full && !t->qk_norm)
         return err_set(jc->err, jc->file, "qk_norm_full", "expected only with qk_norm true "
@@ -530,6 +539,8 @@ int transformer_equal(const transformer *a, const transformer *b)
            (a->no_pre_norms != 0) == (b->no_pre_norms != 0) &&
            (a->embed_scale != 0) == (b->embed_scale != 0) &&
            a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap &&
+           a->embed_mult == b->embed_mult && a->residual_mult == b->residual_mult &&
+           a->attn_mult == b->attn_mult && a->logits_scale == b->logits_scale &&
            a->experts == b->experts && a->experts_per_tok == b->experts_per_tok &&
            a->moe_ffn == b->moe_ffn && a->shared_ffn == b->shared_ffn;
 }
@@ -587,6 +598,10 @@ cJSON *transformer_to_json(const transformer *t)
         (t->embed_scale && !cJSON_AddBoolToObject(o, "embedding_scale", 1)) ||
         (t->attn_softcap > 0 && !json_add_num(o, "attn_logit_softcapping", t->attn_softcap)) ||
         (t->final_softcap > 0 && !json_add_num(o, "final_logit_softcapping", t->final_softcap)) ||
+        (t->embed_mult > 0 && !json_add_num(o, "embedding_multiplier", t->embed_mult)) ||
+        (t->residual_mult > 0 && !json_add_num(o, "residual_multiplier", t->residual_mult)) ||
+        (t->attn_mult > 0 && !json_add_num(o, "attention_multiplier", t->attn_mult)) ||
+        (t->logits_scale > 0 && !json_add_num(o, "logits_scaling", t->logits_scale)) ||
         (t->experts && (!json_add_num(o, "num_experts", (double)t->experts) ||
                         !json_add_num(o, "num_experts_per_tok", (double)t->experts_per_tok) ||
                         !json_add_num(o, "moe_intermediate_size", (double)t->moe_ffn))) ||

@@ -3,7 +3,7 @@
  * gives head_dim), MLP width and kind (plain or gated, or a mixture of experts), vocabulary,
  * sequence length, norms (and Qwen3's per-head query/key norms), positions, biases, dropout
  * and embedding tying. Read from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral,
- * qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, starcoder2, olmo2, and the mixtures of experts
+ * qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, starcoder2, olmo2, granite, and the mixtures of experts
  * mixtral, qwen2_moe and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
  * format tag; docs/llm.md), with sliding-window attention on every block or on some
  * (Gemma 2's and Gemma 3's local layers, layer_types), and Gemma's norms after attention and
@@ -23,8 +23,8 @@ typedef struct transformer {
     char *name;              /* e.g. "llama3-8b"; owned */
     char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3",
                                 "gemma", "gemma2", "gemma3_text", "mixtral",
-                                "qwen2_moe", "qwen3_moe", "phi3", "starcoder2", "olmo2"
-                                or "plumb" */
+                                "qwen2_moe", "qwen3_moe", "phi3", "starcoder2", "olmo2",
+                                "granite" or "plumb" */
     long long hidden;        /* h: model width */
     long long layers;        /* l: transformer blocks */
     long long heads;         /* a: attention (query) heads; hidden % heads == 0 unless
@@ -70,6 +70,14 @@ typedef struct transformer {
     double attn_softcap;     /* > 0: attention scores soft-capped, c tanh(x / c) (Gemma 2's
                                 attn_logit_softcapping); 0: none */
     double final_softcap;    /* > 0: the logits soft-capped alike (final_logit_softcapping) */
+    double embed_mult;       /* > 0: Granite's scalings, applied whatever their value (1.0
+                                included): the token embedding times embedding_multiplier, */
+    double residual_mult;    /* each half's output times residual_multiplier before its
+                                residual add, */
+    double attn_mult;        /* the attention scores times attention_multiplier in place of
+                                1 / sqrt(head_dim) (no cost), */
+    double logits_scale;     /* the logits divided by logits_scaling; 0: none (every family
+                                but granite) */
     long long experts;       /* a mixture of experts on every block: E experts, each a gated MLP
                                 of moe_ffn (Mixtral's num_local_experts, Qwen3-MoE's
                                 num_experts), chosen by a router of hidden x E weights; 0: the

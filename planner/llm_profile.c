@@ -245,6 +245,12 @@ static void block_cost(const shape *c, cost *k)
         bytes += 2 * 2 * M * h * e;
         kernels += 2;
     }
+    if (t->residual_mult > 0) { /* Granite: each half's output times residual_multiplier
+                                   before its add, one kernel each (read, write; backward
+                                   the gradient alike); a constant keeps nothing */
+        bytes += 2 * 2 * M * h * e;
+        kernels += 2;
+    }
     if (t->attn_softcap > 0 && !c->flash) { /* c tanh(S / c) over the s x s scores, one
                                                kernel (read, write); fused attention does
                                                it on chip (FlashAttention's softcap) */
@@ -586,8 +592,9 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     cost emb = {0, device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos), 0,
                 device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos) +
                     grad_accum_s(dev, o, (sh.vt + pos * t->max_positions) * h, 1 + (int)pos)};
-    if (t->embed_scale) { /* Gemma's x sqrt(h): one elementwise kernel each way (read, write);
-                             scaling by a constant keeps nothing */
+    if (t->embed_scale || t->embed_mult > 0) { /* Gemma's x sqrt(h), Granite's x
+                             embedding_multiplier: one elementwise kernel each way (read,
+                             write); scaling by a constant keeps nothing */
         emb.fwd_s += device_stream_s(dev, 2 * M * h * e, 1);
         emb.bwd_w_s += device_stream_s(dev, 2 * M * h * e, 1);
     }
@@ -670,6 +677,11 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
         head.fwd_s += device_stream_s(dev, logits * 2 * e, 1);
         head.bwd_in_s += device_stream_s(dev, logits * 3 * e, 1);
         capped = logits * e;
+    }
+    if (t->logits_scale > 0) { /* Granite's logits / logits_scaling: one kernel each way
+                                  (read, write); a constant keeps nothing */
+        head.fwd_s += device_stream_s(dev, logits * 2 * e, 1);
+        head.bwd_in_s += device_stream_s(dev, logits * 2 * e, 1);
     }
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
                   (sh.vt * h + norm) * e, M * h * e / sp + logits * (te_ce ? e : 4) + capped,

@@ -1,11 +1,13 @@
 /* test_families.c: the dense Hugging Face families beyond llama's own (docs/llm.md, "Model
- * files"): phi3, starcoder2 and olmo2 read by transformers' rules (modular_phi3.py,
- * modeling_starcoder2.py, modular_olmo2.py), the shipped phi3-mini-4k, starcoder2-7b and
- * olmo2-7b and the other published shapes counted against sums of their checkpoints'
- * tensors made here and the model cards' figures, their windows and FLOPs counted here, the
- * profile of phi3's fused projections equal to mistral's separate ones, starcoder2's biases
- * and OLMo 2's norms priced as counted here, plumb-transformer/1 round trips, bad keys
- * refused in one line, and the executor refusing a windowed plan and OLMo 2's block. */
+ * files"): phi3, starcoder2, olmo2 and granite read by transformers' rules
+ * (modular_phi3.py, modeling_starcoder2.py, modular_olmo2.py, modeling_granite.py), the
+ * shipped phi3-mini-4k, starcoder2-7b, olmo2-7b and granite-3-8b and the other published
+ * shapes counted against sums of their checkpoints' tensors made here and the model cards'
+ * figures, their windows and FLOPs counted here, the profile of phi3's fused projections
+ * equal to mistral's separate ones, starcoder2's biases and OLMo 2's norms priced as counted
+ * here, Granite's scalings priced as kernels that keep nothing, plumb-transformer/1 round
+ * trips, bad keys refused in one line, and the executor refusing a windowed plan, OLMo 2's
+ * block and Granite's scalings. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #define PHI3 "examples/llm/phi3-mini-4k.json"
 #define SC2 "examples/llm/starcoder2-7b.json"
 #define OLMO2 "examples/llm/olmo2-7b.json"
+#define GRANITE "examples/llm/granite-3-8b.json"
 
 static transformer *load_ok(const char *path)
 {
@@ -506,6 +509,119 @@ Test(families, executor_refuses_olmo2)
                             "gpt-mini.json's blocks have a norm before the attention"),
               "%s", e.msg);
     cr_assert_null(strchr(e.msg, '\n'));
+    plan_free(pl);
+    cluster_free(c);
+    model_free(m);
+    transformer_free(t);
+}
+
+/* granite (transformers' modeling_granite.py, configuration_granite.py): llama's block and
+ * four scalings, each 1.0 when absent and applied whatever its value. */
+Test(families, granite_read_and_counted)
+{
+    transformer *t = load_ok(GRANITE);
+    cr_assert_str_eq(t->family, "granite");
+    cr_assert(t->gated_mlp && t->norm == TF_RMSNORM && t->tied_embeddings);
+    cr_assert(!t->qkv_bias && !t->mlp_bias && !t->post_norms && !t->qk_norm);
+    cr_assert_eq(t->embed_mult, 12.0);
+    cr_assert_eq(t->residual_mult, 0.22);
+    cr_assert_eq(t->attn_mult, 0.0078125);
+    cr_assert_eq(t->logits_scale, 16.0);
+    /* the tensors (embed_tokens V h, tied; per block q_proj h a d, k_proj and v_proj h kv d,
+     * o_proj a d h, gate_proj, up_proj, down_proj h f, two RMSNorms h; norm h): 8.17 B */
+    long long h = 4096, a = 32, kv = 8, d = 128, f = 12800, V = 49159;
+    long long want = V * h + 40 * (h * a * d + 2 * h * kv * d + a * d * h + 3 * h * f + 2 * h) + h;
+    cr_assert_eq(transformer_param_count(t), want);
+    cr_assert_eq(want, 8170864640LL);
+    cr_assert(fabs((double)want - 8.17e9) <= 0.005e9);
+    transformer_free(t);
+    /* configuration_granite.py's defaults: 1.0 each, untied, biases as the keys say */
+    t = parse_ok(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"mlp_bias\": true"));
+    cr_assert(t->embed_mult == 1 && t->residual_mult == 1 && t->attn_mult == 1 &&
+              t->logits_scale == 1);
+    cr_assert(t->mlp_bias && !t->qkv_bias && !t->tied_embeddings);
+    transformer_free(t);
+}
+
+/* The scalings cost streaming kernels and keep nothing: against llama's block of the same
+ * shape, the embedding's, a block's and the head's forward and backward are longer, their
+ * FLOPs, parameters and kept bytes the same. */
+Test(families, granite_scalings_priced)
+{
+    transformer *t = load_ok(GRANITE), *l = transformer_clone(t);
+    l->embed_mult = l->residual_mult = l->attn_mult = l->logits_scale = 0;
+    profile *p = build(t, 2, 4096), *q = build(l, 2, 4096);
+    int layers[] = {0, 1, (int)t->layers + 1};
+    for (int i = 0; i < 3; i++) {
+        const profile_layer *x = &p->layers[layers[i]], *y = &q->layers[layers[i]];
+        cr_assert_gt(x->forward_ms, y->forward_ms, "layer %d", layers[i]);
+        cr_assert_gt(x->backward_ms, y->backward_ms, "layer %d", layers[i]);
+        cr_assert_eq(x->flops, y->flops);
+        cr_assert_eq(x->parameter_bytes, y->parameter_bytes);
+        cr_assert_eq(x->saved_bytes, y->saved_bytes);
+    }
+    /* the attention multiplier alone costs nothing */
+    l->attn_mult = 0.0078125;
+    profile_free(q);
+    q = build(l, 2, 4096);
+    t->embed_mult = t->residual_mult = t->logits_scale = 0;
+    profile_free(p);
+    p = build(t, 2, 4096);
+    for (int i = 0; i < p->nlayers; i++)
+        cr_assert_eq(p->layers[i].forward_ms, q->layers[i].forward_ms);
+    profile_free(p);
+    profile_free(q);
+    transformer_free(l);
+    transformer_free(t);
+}
+
+/* plumb-transformer/1's four Granite keys, written only when set, read back equal; bad
+ * values and an executor plan refused by name in one line. */
+Test(families, granite_description_and_refusals)
+{
+    plumb_err err = {{0}};
+    transformer *t = load_ok(GRANITE);
+    cJSON *o = transformer_to_json(t);
+    cr_assert_eq(cJSON_GetObjectItemCaseSensitive(o, "residual_multiplier")->valuedouble, 0.22);
+    transformer *r = transformer_from_json(o, "d.json", &err);
+    cr_assert_not_null(r, "%s", err.msg);
+    cr_assert(transformer_equal(t, r));
+    r->logits_scale = 8;
+    cr_assert_not(transformer_equal(t, r));
+    transformer_free(r);
+    cJSON_Delete(o);
+    transformer_free(t);
+    t = load_ok(OLMO2);
+    o = transformer_to_json(t);
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "logits_scaling"));
+    cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "embedding_multiplier"));
+    cJSON_Delete(o);
+    transformer_free(t);
+    expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"logits_scaling\": 0"),
+               "t.json: logits_scaling: expected");
+    expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"residual_multiplier\": \"0.22\""),
+               "t.json: residual_multiplier: expected");
+    expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"embedding_multiplier\": -12"),
+               "t.json: embedding_multiplier: expected");
+
+    model *m = model_load("examples/models/gpt-mini.json", &err);
+    cr_assert_not_null(m, "%s", err.msg);
+    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    t = load_ok("examples/llm/gpt-mini.json");
+    t->residual_mult = 0.22;
+    layout3d_options lo;
+    layout3d_options_init(&lo);
+    lo.tp = 2, lo.pp = 2, lo.dp = 2;
+    lo.global_batch = 8;
+    lo.microbatch_size = 2;
+    lo.precision = DEV_FP32;
+    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &lo, &err);
+    cr_assert_not_null(pl, "%s", err.msg);
+    cr_assert_eq(train_plan_check(m, "gpt-mini.json", pl, "plan.json", &err), -1);
+    cr_assert(strstr(err.msg, "plan.json: model.transformer.residual_multiplier: expected "
+                              "none: gpt-mini.json's transformer has no Granite scalings"),
+              "%s", err.msg);
     plan_free(pl);
     cluster_free(c);
     model_free(m);
