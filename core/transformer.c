@@ -208,31 +208,6 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
            tf_get_dropout(jc, root, "resid_pdrop", &t->dropout);
 }
 
-/* starcoder2 (transformers' modeling_starcoder2.py): a LayerNorm block (weight and bias) with
- * biases on the Q, K, V, output and both MLP projections as use_bias says (default true), a
- * plain MLP c_fc, act (hidden_act, default gelu_pytorch_tanh), c_proj, grouped-query
- * attention (num_key_value_heads, required: its configuration's default is 2, not the
- * heads), embeddings tied unless tie_word_embeddings says otherwise, dropout after the
- * attention probabilities (attention_dropout) and each half (residual_dropout), and
- * mistral's sliding window (sliding_window: null or absent none) on every block. */
-static int load_starcoder2(const jctx *jc, const cJSON *root, transformer *t)
-{
-    int bias = 1;
-    t->activation = TF_GELU;
-    t->norm = TF_LAYERNORM;
-    t->tied_embeddings = 1;
-    if (tf_get_dim(jc, root, "num_key_value_heads", 1, &t->kv_heads) ||
-        tf_get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
-        tf_get_act(jc, root, "hidden_act", &t->activation) ||
-        tf_get_flag(jc, root, "use_bias", &bias) ||
-        tf_get_flag(jc, root, "tie_word_embeddings", &t->tied_embeddings) ||
-        tf_get_dropout(jc, root, "attention_dropout", &t->dropout) ||
-        tf_get_dropout(jc, root, "residual_dropout", &t->dropout))
-        return -1;
-    t->qkv_bias = t->out_bias = t->mlp_bias = bias;
-    return tf_get_window(jc, root, F_MISTRAL, t);
-}
-
 /* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma; mixtral,
  * mistral's attention, qwen3_moe, qwen3's, and qwen2_moe, qwen2's with qkv_bias, with their
  * experts: tf_load_moe): the common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
@@ -248,7 +223,7 @@ static int load_starcoder2(const jctx *jc, const cJSON *root, transformer *t)
  * the whole query and key projections (qk_norm TF_QK_WIDTH); no window. granite
  * (modeling_granite.py) is llama's block (attention_bias, mlp_bias) with four scalings,
  * tf_get_granite, each 1.0 when absent and applied whatever its value. starcoder2:
- * load_starcoder2. */
+ * tf_load_starcoder2. */
 static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
     if (tf_get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
@@ -272,7 +247,7 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
                tf_get_dropout(jc, root, "attention_dropout", &t->dropout) ||
                tf_get_dropout(jc, root, "hidden_dropout", &t->dropout);
     }
-    if (f == F_STARCODER2) return load_starcoder2(jc, root, t);
+    if (f == F_STARCODER2) return tf_load_starcoder2(jc, root, t);
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;

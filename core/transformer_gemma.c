@@ -1,7 +1,6 @@
 /* transformer_gemma.c: the Gemma families' Hugging Face configs (gemma, gemma2,
  * gemma3_text), read by transformers' rules into a transformer (core/transformer_read.h),
- * the soft-capping keys they and plumb-transformer/1 share, and Granite's scalings (like
- * Gemma's embedding scale: elementwise constants, no parameters). */
+ * and the soft-capping keys they and plumb-transformer/1 share. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,23 +19,6 @@ int tf_get_softcap(const jctx *jc, const cJSON *root, const char *key, double *o
         return 0;
     }
     return json_get_num(jc, root, "", key, 1, J_POS, out);
-}
-
-/* Granite's scalings (transformers' modeling_granite.py: the embedding times
- * embedding_multiplier, each half's output times residual_multiplier, the scores times
- * attention_multiplier, the logits over logits_scaling); with defaults an absent key is
- * 1.0, as configuration_granite.py has it. */
-int tf_get_granite(const jctx *jc, const cJSON *root, int defaults, transformer *t)
-{
-    static const char *const keys[] = {"embedding_multiplier", "residual_multiplier",
-                                       "attention_multiplier", "logits_scaling"};
-    double *out[] = {&t->embed_mult, &t->residual_mult, &t->attn_mult, &t->logits_scale};
-    for (int i = 0; i < 4; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
-        *out[i] = defaults ? 1.0 : 0;
-        if (v && json_get_num(jc, root, "", keys[i], 1, J_POS, out[i])) return -1;
-    }
-    return 0;
 }
 
 /* gemma, gemma2, gemma3_text (transformers' modeling_gemma*.py): llama's block with head_dim

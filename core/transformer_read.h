@@ -1,7 +1,7 @@
 /* transformer_read.h: the key readers shared by the transformer loader's files
- * (core/transformer.c, transformer_window.c, transformer_gemma.c); internal to them, not
- * part of core/transformer.h's interface. Each returns 0, or -1 with jc->err set to one
- * line naming the file and the key. */
+ * (core/transformer.c, transformer_window.c, transformer_gemma.c, transformer_moe.c,
+ * transformer_dense.c); internal to them, not part of core/transformer.h's interface. Each
+ * returns 0, or -1 with jc->err set to one line naming the file and the key. */
 #ifndef PLUMB_TRANSFORMER_READ_H
 #define PLUMB_TRANSFORMER_READ_H
 
@@ -41,7 +41,10 @@ int tf_set_windows(const jctx *jc, transformer *t, long long w, const unsigned c
  * starcoder2 and mixtral are read as F_MISTRAL. */
 int tf_get_window(const jctx *jc, const cJSON *root, tf_fam f, transformer *t);
 
-/* transformer_gemma.c. Granite's four scalings (embedding_multiplier,
+/* transformer_dense.c. starcoder2's keys beyond the six every rotary family has (t's sizes
+ * already read): its norms, biases, MLP, heads, tying, dropout and window. */
+int tf_load_starcoder2(const jctx *jc, const cJSON *root, transformer *t);
+/* transformer_dense.c. Granite's four scalings (embedding_multiplier,
  * residual_multiplier, attention_multiplier, logits_scaling: positive numbers) into t: each
  * absent one 1.0 (configuration_granite.py's default) with `defaults`, else left 0. */
 int tf_get_granite(const jctx *jc, const cJSON *root, int defaults, transformer *t);
