@@ -1,6 +1,7 @@
 /* transformer.c: reading transformer descriptions (Hugging Face config.json files of the
  * gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral,
- * qwen3_moe and qwen2_moe families, and plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
+ * qwen3_moe, qwen2_moe, phi3, starcoder2, olmo2 and granite families, and
+ * plumb-transformer/1), copying, comparing and writing them (sizes and FLOPs:
  * transformer_size.c). Every missing, unknown or bad key gets one error line naming the file
  * and the key. */
 #include "transformer.h"
@@ -133,6 +134,10 @@ static const struct {
     {"mixtral", "MixtralForCausalLM", F_MIXTRAL},
     {"qwen3_moe", "Qwen3MoeForCausalLM", F_QWEN3_MOE},
     {"qwen2_moe", "Qwen2MoeForCausalLM", F_QWEN2_MOE},
+    {"phi3", "Phi3ForCausalLM", F_PHI3},
+    {"starcoder2", "Starcoder2ForCausalLM", F_STARCODER2},
+    {"olmo2", "Olmo2ForCausalLM", F_OLMO2},
+    {"granite", "GraniteForCausalLM", F_GRANITE},
 };
 #define NFAMILIES ((int)(sizeof FAMILIES / sizeof FAMILIES[0]))
 
@@ -151,7 +156,8 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
             return err_set(jc->err, jc->file, "model_type",
                            "missing; expected a model type (gpt2, gpt_neox, llama, mistral, "
                            "qwen2, qwen3, gemma, gemma2, gemma3_text, mixtral, qwen3_moe, "
-                           "qwen2_moe) or an architectures list");
+                           "qwen2_moe, phi3, starcoder2, olmo2, granite) or an architectures "
+                           "list");
         s = a0->valuestring;
     }
     for (int i = 0; i < NFAMILIES; i++)
@@ -167,11 +173,14 @@ static int hf_family(const jctx *jc, const cJSON *root, tf_fam *out)
     return err_set(jc->err, jc->file, key,
                    "unknown architecture; expected %s (got \"%.60s\")",
                    mt ? "gpt2, gpt_neox, llama, mistral, qwen2, qwen3, gemma, gemma2, "
-                        "gemma3_text, mixtral, qwen3_moe or qwen2_moe"
+                        "gemma3_text, mixtral, qwen3_moe, qwen2_moe, phi3, starcoder2, "
+                        "olmo2 or granite"
                       : "GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, "
                         "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
                         "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                        "MixtralForCausalLM, Qwen3MoeForCausalLM or Qwen2MoeForCausalLM",
+                        "MixtralForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, "
+                        "Phi3ForCausalLM, Starcoder2ForCausalLM, Olmo2ForCausalLM or "
+                        "GraniteForCausalLM",
                    s);
 }
 
@@ -204,7 +213,17 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
  * experts: tf_load_moe): the common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
  * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block
  * with attention_bias on the Q, K, V and output projections (no MLP bias) and the per-head
- * query and key RMSNorms (q_norm, k_norm). */
+ * query and key RMSNorms (q_norm, k_norm). phi3 (transformers' modular_phi3.py) is mistral's
+ * block with the Q, K, V projections fused into qkv_proj and gate and up into gate_up_proj
+ * (the same shapes and FLOPs as separate ones; no biases), dropout after each half
+ * (resid_pdrop) and mistral's sliding window on every block (sliding_window; Phi-3-mini-4k's
+ * 2047); its partial rotary embedding costs nothing. olmo2 (transformers' modular_olmo2.py)
+ * is llama's block (attention_bias, no mlp_bias) with its two RMSNorms moved after the
+ * attention and the MLP, none before (post_norms, no_pre_norms), and q_norm and k_norm over
+ * the whole query and key projections (qk_norm TF_QK_WIDTH); no window. granite
+ * (modeling_granite.py) is llama's block (attention_bias, mlp_bias) with four scalings,
+ * tf_get_granite, each 1.0 when absent and applied whatever its value. starcoder2:
+ * tf_load_starcoder2. */
 static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
     if (tf_get_dim(jc, root, "hidden_size", 1, &t->hidden) ||
@@ -228,11 +247,13 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
                tf_get_dropout(jc, root, "attention_dropout", &t->dropout) ||
                tf_get_dropout(jc, root, "hidden_dropout", &t->dropout);
     }
+    if (f == F_STARCODER2) return tf_load_starcoder2(jc, root, t);
     t->gated_mlp = 1;
     t->activation = TF_SILU;
     t->norm = TF_RMSNORM;
     t->qkv_bias = f == F_QWEN2 || f == F_QWEN2_MOE;
-    t->qk_norm = f == F_QWEN3 || f == F_QWEN3_MOE;
+    t->qk_norm = f == F_QWEN3 || f == F_QWEN3_MOE ? TF_QK_HEAD : f == F_OLMO2 ? TF_QK_WIDTH : 0;
+    t->post_norms = t->no_pre_norms = f == F_OLMO2;
     if (tf_get_dim(jc, root, "num_key_value_heads", 0, &t->kv_heads) ||
         tf_get_dim(jc, root, "head_dim", 0, &t->head_dim) ||
         tf_get_act(jc, root, "hidden_act", &t->activation) ||
@@ -240,6 +261,9 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
         tf_get_dropout(jc, root, "attention_dropout", &t->dropout))
         return -1;
     if ((f == F_MISTRAL || f == F_QWEN2 || f == F_QWEN3) && tf_get_window(jc, root, f, t))
+        return -1;
+    if (f == F_PHI3 && (tf_get_dropout(jc, root, "resid_pdrop", &t->dropout) ||
+                        tf_get_window(jc, root, F_MISTRAL, t)))
         return -1;
     if (f == F_MIXTRAL && tf_get_window(jc, root, F_MISTRAL, t)) return -1;
     if (f == F_QWEN2_MOE && tf_get_flag(jc, root, "qkv_bias", &t->qkv_bias)) return -1;
@@ -257,10 +281,11 @@ static int load_hf(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
     }
     if ((f == F_MIXTRAL || f == F_QWEN3_MOE || f == F_QWEN2_MOE) && tf_load_moe(jc, root, f, t))
         return -1;
-    if (f == F_LLAMA || f == F_QWEN3 || f == F_QWEN3_MOE) {
+    if (f == F_GRANITE && tf_get_granite(jc, root, 1, t)) return -1;
+    if (f == F_LLAMA || f == F_QWEN3 || f == F_QWEN3_MOE || f == F_OLMO2 || f == F_GRANITE) {
         int ab = 0;
         if (tf_get_flag(jc, root, "attention_bias", &ab) ||
-            (f == F_LLAMA && tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
+            ((f == F_LLAMA || f == F_GRANITE) && tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias)))
             return -1;
         t->qkv_bias = t->out_bias = ab;
     }
@@ -271,7 +296,9 @@ static const char *const PLUMB_KEYS[] = {
     "format", "name", "description", "hidden_size", "num_hidden_layers", "num_attention_heads",
     "num_key_value_heads", "head_dim", "intermediate_size", "max_position_embeddings",
     "vocab_size", "mlp", "norm", "position_embedding", "bias", "qkv_bias", "out_bias",
-    "mlp_bias", "qk_norm", "sliding_window", "layer_types", "post_norms", "embedding_scale",
+    "mlp_bias", "qk_norm", "qk_norm_full", "sliding_window", "layer_types", "post_norms",
+    "pre_norms", "embedding_scale", "embedding_multiplier", "residual_multiplier",
+    "attention_multiplier", "logits_scaling",
     "attn_logit_softcapping", "final_logit_softcapping", "tie_word_embeddings", "dropout",
     "num_experts", "num_experts_per_tok", "moe_intermediate_size",
     "shared_expert_intermediate_size", NULL};
@@ -310,16 +337,28 @@ static int load_plumb(const jctx *jc, const cJSON *root, transformer *t)
     t->learned_positions = p == 0;
     t->qkv_bias = t->out_bias = t->mlp_bias = bias; /* each projection's own key over it */
     long long w = 0;
+    int qk_full = 0, pre = 1;
     if (tf_get_flag(jc, root, "qkv_bias", &t->qkv_bias) ||
         tf_get_flag(jc, root, "out_bias", &t->out_bias) ||
         tf_get_flag(jc, root, "mlp_bias", &t->mlp_bias) ||
         tf_get_flag(jc, root, "qk_norm", &t->qk_norm) ||
+        tf_get_flag(jc, root, "qk_norm_full", &qk_full) ||
         tf_get_flag(jc, root, "post_norms", &t->post_norms) ||
+        tf_get_flag(jc, root, "pre_norms", &pre) ||
         tf_get_flag(jc, root, "embedding_scale", &t->embed_scale) ||
         tf_get_softcap(jc, root, "attn_logit_softcapping", &t->attn_softcap) ||
         tf_get_softcap(jc, root, "final_logit_softcapping", &t->final_softcap) ||
-        tf_get_dim(jc, root, "sliding_window", 0, &w) || tf_load_moe_plumb(jc, root, t))
+        tf_get_dim(jc, root, "sliding_window", 0, &w) || tf_load_moe_plumb(jc, root, t) ||
+        tf_get_granite(jc, root, 0, t))
         return -1;
+    if (qk_full && !t->qk_norm)
+        return err_set(jc->err, jc->file, "qk_norm_full", "expected only with qk_norm true "
+                       "(the query and key norms it widens)");
+    if (qk_full) t->qk_norm = TF_QK_WIDTH;
+    if (!pre && !t->post_norms)
+        return err_set(jc->err, jc->file, "pre_norms", "expected false only with post_norms "
+                       "true (a block keeps its norms before or after attention and MLP)");
+    t->no_pre_norms = !pre;
     if (t->experts && t->mlp_bias)
         return err_set(jc->err, jc->file, "mlp_bias", "expected false with experts: plumb's "
                        "experts have no biases (Mixtral's, Qwen3-MoE's)");
@@ -469,11 +508,14 @@ int transformer_equal(const transformer *a, const transformer *b)
            a->norm == b->norm && a->learned_positions == b->learned_positions &&
            a->qkv_bias == b->qkv_bias && a->out_bias == b->out_bias &&
            a->mlp_bias == b->mlp_bias && a->tied_embeddings == b->tied_embeddings &&
-           a->dropout == b->dropout && (a->qk_norm != 0) == (b->qk_norm != 0) &&
+           a->dropout == b->dropout && a->qk_norm == b->qk_norm &&
            a->window == b->window && same_windows(a, b) &&
            (a->post_norms != 0) == (b->post_norms != 0) &&
+           (a->no_pre_norms != 0) == (b->no_pre_norms != 0) &&
            (a->embed_scale != 0) == (b->embed_scale != 0) &&
            a->attn_softcap == b->attn_softcap && a->final_softcap == b->final_softcap &&
+           a->embed_mult == b->embed_mult && a->residual_mult == b->residual_mult &&
+           a->attn_mult == b->attn_mult && a->logits_scale == b->logits_scale &&
            a->experts == b->experts && a->experts_per_tok == b->experts_per_tok &&
            a->moe_ffn == b->moe_ffn && a->shared_ffn == b->shared_ffn;
 }
@@ -523,12 +565,18 @@ cJSON *transformer_to_json(const transformer *t)
         ((t->out_bias != 0) != bias && !cJSON_AddBoolToObject(o, "out_bias", t->out_bias)) ||
         ((t->mlp_bias != 0) != bias && !cJSON_AddBoolToObject(o, "mlp_bias", t->mlp_bias)) ||
         (t->qk_norm && !cJSON_AddBoolToObject(o, "qk_norm", 1)) ||
+        (t->qk_norm == TF_QK_WIDTH && !cJSON_AddBoolToObject(o, "qk_norm_full", 1)) ||
         (t->window && !json_add_num(o, "sliding_window", (double)t->window)) ||
         (t->window && t->full_layers && !add_layer_types(o, t)) ||
         (t->post_norms && !cJSON_AddBoolToObject(o, "post_norms", 1)) ||
+        (t->no_pre_norms && !cJSON_AddBoolToObject(o, "pre_norms", 0)) ||
         (t->embed_scale && !cJSON_AddBoolToObject(o, "embedding_scale", 1)) ||
         (t->attn_softcap > 0 && !json_add_num(o, "attn_logit_softcapping", t->attn_softcap)) ||
         (t->final_softcap > 0 && !json_add_num(o, "final_logit_softcapping", t->final_softcap)) ||
+        (t->embed_mult > 0 && !json_add_num(o, "embedding_multiplier", t->embed_mult)) ||
+        (t->residual_mult > 0 && !json_add_num(o, "residual_multiplier", t->residual_mult)) ||
+        (t->attn_mult > 0 && !json_add_num(o, "attention_multiplier", t->attn_mult)) ||
+        (t->logits_scale > 0 && !json_add_num(o, "logits_scaling", t->logits_scale)) ||
         (t->experts && (!json_add_num(o, "num_experts", (double)t->experts) ||
                         !json_add_num(o, "num_experts_per_tok", (double)t->experts_per_tok) ||
                         !json_add_num(o, "moe_intermediate_size", (double)t->moe_ffn))) ||

@@ -3,8 +3,8 @@
  * gives head_dim), MLP width and kind (plain or gated, or a mixture of experts), vocabulary,
  * sequence length, norms (and Qwen3's per-head query/key norms), positions, biases, dropout
  * and embedding tying. Read from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral,
- * qwen2, qwen3, gemma, gemma2, gemma3_text, and the mixtures of experts mixtral, qwen2_moe
- * and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
+ * qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, starcoder2, olmo2, granite, and the mixtures of experts
+ * mixtral, qwen2_moe and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
  * format tag; docs/llm.md), with sliding-window attention on every block or on some
  * (Gemma 2's and Gemma 3's local layers, layer_types), and Gemma's norms after attention and
  * MLP, soft-capped scores and logits and scaled embedding. */
@@ -17,12 +17,14 @@
 
 typedef enum tf_norm { TF_LAYERNORM = 0, TF_RMSNORM } tf_norm;
 typedef enum tf_act { TF_GELU = 0, TF_RELU, TF_SILU } tf_act;
+enum { TF_QK_HEAD = 1, TF_QK_WIDTH = 2 }; /* transformer.qk_norm's kinds */
 
 typedef struct transformer {
     char *name;              /* e.g. "llama3-8b"; owned */
     char *family;            /* "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "qwen3",
                                 "gemma", "gemma2", "gemma3_text", "mixtral",
-                                "qwen2_moe", "qwen3_moe" or "plumb" */
+                                "qwen2_moe", "qwen3_moe", "phi3", "starcoder2", "olmo2",
+                                "granite" or "plumb" */
     long long hidden;        /* h: model width */
     long long layers;        /* l: transformer blocks */
     long long heads;         /* a: attention (query) heads; hidden % heads == 0 unless
@@ -44,8 +46,11 @@ typedef struct transformer {
     int mlp_bias;            /* 1: the MLP projections have biases */
     int tied_embeddings;     /* 1: the LM head reuses the token embedding */
     int dropout;             /* 1: dropout after attention probabilities and each block half */
-    int qk_norm;             /* 1: an RMSNorm of head_dim weights over each query head and one
-                                over each key head, before the rotary embedding (Qwen3) */
+    int qk_norm;             /* 1 (TF_QK_HEAD): an RMSNorm of head_dim weights over each query
+                                head and one over each key head, before the rotary embedding
+                                (Qwen3); 2 (TF_QK_WIDTH): one over the whole query projection
+                                (heads x head_dim weights) and one over the whole key
+                                projection (kv_heads x head_dim), OLMo 2's q_norm and k_norm */
     long long window;        /* sliding-window attention: query i attends the keys
                                 max(0, i - window + 1) .. i, window keys with itself
                                 (transformers' sliding_window_overlay), on every block but
@@ -59,10 +64,20 @@ typedef struct transformer {
                                    ones (no window then) nor set without a window */
     int post_norms;          /* 1: a norm after the attention and one after the MLP too, each
                                 before its residual add: four a block (Gemma 2, Gemma 3) */
+    int no_pre_norms;        /* 1 (only with post_norms): no norm before the attention or the
+                                MLP, the post norms alone: two a block (OLMo 2) */
     int embed_scale;         /* 1: the token embedding times sqrt(hidden) (Gemma) */
     double attn_softcap;     /* > 0: attention scores soft-capped, c tanh(x / c) (Gemma 2's
                                 attn_logit_softcapping); 0: none */
     double final_softcap;    /* > 0: the logits soft-capped alike (final_logit_softcapping) */
+    double embed_mult;       /* > 0: Granite's scalings, applied whatever their value (1.0
+                                included): the token embedding times embedding_multiplier, */
+    double residual_mult;    /* each half's output times residual_multiplier before its
+                                residual add, */
+    double attn_mult;        /* the attention scores times attention_multiplier in place of
+                                1 / sqrt(head_dim) (no cost), */
+    double logits_scale;     /* the logits divided by logits_scaling; 0: none (every family
+                                but granite) */
     long long experts;       /* a mixture of experts on every block: E experts, each a gated MLP
                                 of moe_ffn (Mixtral's num_local_experts, Qwen3-MoE's
                                 num_experts), chosen by a router of hidden x E weights; 0: the
@@ -95,7 +110,7 @@ transformer *transformer_clone(const transformer *t);
 
 /* 1 when a and b describe the same model as plumb costs it: name, every size (the head
  * width as transformer_head_dim gives it), the sequence length, the attention window, the
- * MLP, norms (qk_norm too), positions, biases, tying and dropout (not the family
+ * MLP, norms (qk_norm's kind and the norms' places too), positions, biases, tying and dropout (not the family
  * the file came from: a Hugging Face config and its plumb-transformer/1 equivalent are
  * equal). */
 int transformer_equal(const transformer *a, const transformer *b);

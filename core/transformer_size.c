@@ -29,6 +29,15 @@ static long long norm_params(const transformer *t)
     return t->norm == TF_LAYERNORM ? 2 * t->hidden : t->hidden;
 }
 
+/* q_norm and k_norm: head_dim weights each (Qwen3's, per head), or the projections' widths
+ * (OLMo 2's, over the whole query and key projections). */
+static long long qk_norm_params(const transformer *t)
+{
+    long long d = transformer_head_dim(t);
+    if (t->qk_norm == TF_QK_WIDTH) return (t->heads + t->kv_heads) * d;
+    return t->qk_norm ? 2 * d : 0;
+}
+
 /* One block's parameters with n of its experts (all of them for the count, k for the
  * active); the router (hidden x experts, no bias) and the shared expert with its hidden x 1
  * gate whole either way. */
@@ -36,13 +45,14 @@ static long long block_params_n(const transformer *t, long long n)
 {
     long long h = t->hidden, f = t->ffn, q = qkv_width(t), aw = transformer_attn_width(t);
     long long attn = h * q + (t->qkv_bias ? q : 0) + aw * h + (t->out_bias ? h : 0) +
-                     (t->qk_norm ? 2 * transformer_head_dim(t) : 0); /* q_norm, k_norm */
+                     qk_norm_params(t);
     long long mlp = t->gated_mlp ? 3 * h * f + (t->mlp_bias ? 2 * f + h : 0)
                                  : 2 * h * f + (t->mlp_bias ? f + h : 0);
     if (t->experts) /* gated, no biases */
         mlp = n * 3 * h * t->moe_ffn + h * t->experts +
               (t->shared_ffn ? 3 * h * t->shared_ffn + h : 0);
-    return attn + mlp + (t->post_norms ? 4 : 2) * norm_params(t); /* Gemma 2's post norms */
+    /* Gemma 2's post norms beside the pre norms; OLMo 2's alone */
+    return attn + mlp + ((t->post_norms ? 4 : 2) - (t->no_pre_norms ? 2 : 0)) * norm_params(t);
 }
 
 long long transformer_block_params(const transformer *t)

@@ -58,8 +58,8 @@ int tf_set_windows(const jctx *jc, transformer *t, long long w, const unsigned c
 }
 
 /* The sliding window of a mistral, qwen2, qwen3, gemma2 or gemma3_text config into t->window
- * and t->full_layers, by transformers' rules. mistral: sliding_window (null or absent: none)
- * on every layer. qwen2, qwen3 (configuration_qwen2.py / configuration_qwen3.py):
+ * and t->full_layers, by transformers' rules (phi3, starcoder2 and mixtral: mistral's).
+ * mistral: sliding_window (null or absent: none) on every layer. qwen2, qwen3 (configuration_qwen2.py / configuration_qwen3.py):
  * sliding_window counts only with use_sliding_window true (default false), and then on the
  * layers layer_types marks "sliding_attention", or without it the layers at index >=
  * max_window_layers (default 28). gemma2, gemma3_text: sliding_window (default 4096; null:

@@ -67,7 +67,7 @@ static long long rank_params(const model *m, int i, int tp)
 /* train_plan_check for a plan made from a transformer description (profile_is_transformer).
  * The executor's attention layer splits the model width into its heads and has no per-head
  * norms or sliding window, and its blocks have no Gemma parts: a plan laid out from a
- * transformer with Gemma's post norms, soft-capping or scaled embedding, experts, its own
+ * transformer with Granite's scalings, without pre norms (OLMo 2's), with Gemma's post norms, soft-capping or scaled embedding, experts, its own
  * head width (head_dim), qk_norm or a window shorter than its sequence describes a model it
  * cannot run, refused by name before the layer sizes would say it. */
 static int check_llm(const model *m, const char *model_path, const plan *pl,
@@ -75,6 +75,19 @@ static int check_llm(const model *m, const char *model_path, const plan *pl,
 {
     const profile *p = pl->prof;
     const transformer *tf = pl->model ? pl->model->tf : NULL;
+    if (tf && (tf->embed_mult > 0 || tf->residual_mult > 0 || tf->attn_mult > 0 ||
+               tf->logits_scale > 0))
+        return err_set(err, plan_path,
+                       tf->residual_mult > 0 ? "model.transformer.residual_multiplier"
+                       : tf->embed_mult > 0 ? "model.transformer.embedding_multiplier"
+                       : tf->attn_mult > 0 ? "model.transformer.attention_multiplier"
+                                            : "model.transformer.logits_scaling",
+                       "expected none: %s's transformer has no Granite scalings (of the "
+                       "embedding, the residual branches, the scores, the logits)", model_path);
+    if (tf && tf->no_pre_norms)
+        return err_set(err, plan_path, "model.transformer.pre_norms", "expected true: %s's "
+                       "blocks have a norm before the attention and one before the MLP (got "
+                       "false: norms after them only, OLMo 2's)", model_path);
     if (tf && (tf->post_norms || tf->attn_softcap > 0 || tf->final_softcap > 0 ||
                tf->embed_scale))
         return err_set(err, plan_path, tf->post_norms ? "model.transformer.post_norms"

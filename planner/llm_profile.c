@@ -136,12 +136,15 @@ static void add_linear(const shape *c, cost *k, dev_precision p, double kin, dou
  * itself (layernorm_fwd_fp8). Backward, each projection's output gradient cast to FP8 with
  * its transpose (grad_output_preprocess): 2 read, 1 + 1 written. Left out (docs/llm.md):
  * the weights' casts, once per step on its first microbatch, and with sequence parallelism
- * the backward's transpose of the FP8 input (fp8_transpose). */
+ * the backward's transpose of the FP8 input (fp8_transpose). Without pre norms (OLMo 2) the
+ * Q, K, V projection's and the MLP's first inputs follow no norm either: cast alike. */
 static void add_fp8_casts(const shape *c, cost *k)
 {
     double M = c->M, in = c->at * c->d + c->ft, tr = c->sp > 1 ? 0 : 1;
     double q = (c->at + 2 * c->kvt) * c->d, g = (c->t->gated_mlp ? 2 : 1) * c->ft;
-    k->fwd_s += device_stream_s(c->dev, M * in * (3 + tr), 2);
+    int casts = 2;
+    if (c->t->no_pre_norms) in += 2 * c->h, casts = 4;
+    k->fwd_s += device_stream_s(c->dev, M * in * (3 + tr), casts);
     k->bwd_in_s += device_stream_s(c->dev, 4 * M * (q + c->h + g + c->h), 4);
 }
 
@@ -218,6 +221,10 @@ static void block_cost(const shape *c, cost *k)
     if (t->experts) /* the gated activation over the M k routed rows of an expert's width */
         bytes = 2 * 2 * M * h * e + 2 * 3 * M * h * e + 3 * M * t->experts_per_tok * c->mft * e;
     int kernels = 5;
+    if (t->no_pre_norms) { /* OLMo 2: no norm before the attention or the MLP */
+        bytes -= 2 * 2 * M * h * e;
+        kernels -= 2;
+    }
     if (!c->flash) {
         bytes += 2 * probs * e;
         kernels++;
@@ -227,12 +234,20 @@ static void block_cost(const shape *c, cost *k)
         bytes += 2 * M * (c->at + c->kvt) * c->d * e;
         kernels++;
     }
-    if (t->qk_norm) { /* qk_norm: RMSNorm of each query and key head, one kernel each: reads
-                         and writes the queries and keys (the weights, d each, are noise) */
+    if (t->qk_norm) { /* qk_norm: RMSNorm of each query and key head (or, OLMo 2's, of the
+                         rank's whole query and key projections: the same bytes), one kernel
+                         each: reads and writes the queries and keys (the weights are noise) */
         bytes += 2 * M * (c->at + c->kvt) * c->d * e;
         kernels += 2;
     }
-    if (t->post_norms) { /* Gemma 2's norms of the attention's and the MLP's outputs */
+    if (t->post_norms) { /* Gemma 2's and OLMo 2's norms of the attention's and the MLP's
+                            outputs */
+        bytes += 2 * 2 * M * h * e;
+        kernels += 2;
+    }
+    if (t->residual_mult > 0) { /* Granite: each half's output times residual_multiplier
+                                   before its add, one kernel each (read, write; backward
+                                   the gradient alike); a constant keeps nothing */
         bytes += 2 * 2 * M * h * e;
         kernels += 2;
     }
@@ -306,6 +321,9 @@ static double block_saved(const shape *c)
     double M = c->M, e = c->e, d = c->d;
     double x = c->fp8 ? 1 : e;                /* bytes of a saved projection input */
     double repl = M * c->h * (x + e + x);                    /* LN1 out, LN2 in, LN2 out */
+    if (t->no_pre_norms) /* OLMo 2: Q, K, V read the block's input, the MLP the residual
+                            stream, each kept once as the projection's input */
+        repl = M * c->h * (x + x);
     double proj_in = c->fp8 ? 1 + (c->flash ? e : 0) : e;    /* the output projection's */
     double attn = M * (c->at + c->kvt) * d * e + M * c->kvt * d * e + M * c->at * d * proj_in +
                   core_saved(c) + flash_saved(c);
@@ -323,7 +341,9 @@ static double block_saved(const shape *c)
     /* qk_norm: the query and key norms keep their inputs (the projection's Q and K before the
      * norm; the rotary embedding after it, linear, keeps nothing) and one fp32 reciprocal
      * RMS per head and token (Transformer Engine's rmsnorm saves input and rsigma) */
-    if (t->qk_norm) attn += M * (c->at + c->kvt) * (d * e + 4);
+    if (t->qk_norm == TF_QK_WIDTH) /* OLMo 2: one reciprocal RMS a token each */
+        attn += M * (c->at + c->kvt) * d * e + 2 * M * 4;
+    else if (t->qk_norm) attn += M * (c->at + c->kvt) * (d * e + 4);
     /* post norms (Gemma 2): each keeps its input, the output projection's and the MLP's
      * second projection's outputs, whole width (after the all-reduce; split over the
      * sequence with sequence parallelism), no statistics counted as for the other two */
@@ -349,22 +369,26 @@ static double block_params(const shape *c)
     double h = c->h, q = (c->at + 2 * c->kvt) * c->d, ft = c->ft;
     double norm = t->norm == TF_LAYERNORM ? 2 * h : h;
     double p = h * q + (t->qkv_bias ? q : 0) + c->at * c->d * h + (t->out_bias ? h : 0);
-    if (t->qk_norm) p += 2 * c->d; /* q_norm and k_norm, d weights each, on every rank */
+    if (t->qk_norm == TF_QK_WIDTH) /* OLMo 2's, over the projections: the rank's share */
+        p += (c->at + c->kvt) * c->d;
+    else if (t->qk_norm) p += 2 * c->d; /* q_norm and k_norm, d weights each, on every rank */
     llm_moe m = moe_of(c);
     if (t->experts) p += llm_moe_params(&m); /* the router whole, the experts split */
     else p += t->gated_mlp ? 3 * h * ft + (t->mlp_bias ? 2 * ft + h : 0)
                       : 2 * h * ft + (t->mlp_bias ? ft + h : 0);
-    return p + (t->post_norms ? 4 : 2) * norm;
+    return p + ((t->post_norms ? 4 : 2) - (t->no_pre_norms ? 2 : 0)) * norm;
 }
 
 /* Parameter tensors of one block (the unfused accumulation's kernels, one each): the two
- * norms' weights (and biases with LayerNorm; four norms with post_norms), the
+ * norms' weights (and biases with LayerNorm; four norms with post_norms, two again without
+ * the pre norms), the
  * query/key/value and output projections and the MLP's two (Megatron-Core fuses a gated
  * MLP's gate and up projections into one; with experts the router's and two an expert), their biases where the model has them, and
  * qk_norm's two weights. */
 static int block_tensors(const transformer *t)
 {
-    int n = (t->post_norms ? 4 : 2) * (t->norm == TF_LAYERNORM ? 2 : 1) + 4;
+    int n = ((t->post_norms ? 4 : 2) - (t->no_pre_norms ? 2 : 0)) *
+            (t->norm == TF_LAYERNORM ? 2 : 1) + 4;
     if (t->experts) /* the router, two tensors an expert, the shared expert's two and gate */
         n += 2 * (int)t->experts - 1 + (t->shared_ffn ? 3 : 0);
     n += (t->qkv_bias ? 1 : 0) + (t->out_bias ? 1 : 0) + (t->mlp_bias ? 2 : 0);
@@ -568,8 +592,9 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     cost emb = {0, device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos), 0,
                 device_stream_s(dev, (2 + 2 * pos) * M * h * e, 1 + (int)pos) +
                     grad_accum_s(dev, o, (sh.vt + pos * t->max_positions) * h, 1 + (int)pos)};
-    if (t->embed_scale) { /* Gemma's x sqrt(h): one elementwise kernel each way (read, write);
-                             scaling by a constant keeps nothing */
+    if (t->embed_scale || t->embed_mult > 0) { /* Gemma's x sqrt(h), Granite's x
+                             embedding_multiplier: one elementwise kernel each way (read,
+                             write); scaling by a constant keeps nothing */
         emb.fwd_s += device_stream_s(dev, 2 * M * h * e, 1);
         emb.bwd_w_s += device_stream_s(dev, 2 * M * h * e, 1);
     }
@@ -652,6 +677,11 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
         head.fwd_s += device_stream_s(dev, logits * 2 * e, 1);
         head.bwd_in_s += device_stream_s(dev, logits * 3 * e, 1);
         capped = logits * e;
+    }
+    if (t->logits_scale > 0) { /* Granite's logits / logits_scaling: one kernel each way
+                                  (read, write); a constant keeps nothing */
+        head.fwd_s += device_stream_s(dev, logits * 2 * e, 1);
+        head.bwd_in_s += device_stream_s(dev, logits * 2 * e, 1);
     }
     if (set_layer(pr, (int)t->layers + 1, "head", "LMHead", &head, speed, M * 4,
                   (sh.vt * h + norm) * e, M * h * e / sp + logits * (te_ce ? e : 4) + capped,

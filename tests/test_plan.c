@@ -1277,7 +1277,11 @@ Test(plan, model_of_every_family_reads_back_the_same)
 {
     static const char *const files[] = { "examples/llm/gpt2.json", LLAMA,
                                           "examples/llm/mistral-7b.json",
-                                          "examples/llm/llama3-8b.json" };
+                                          "examples/llm/llama3-8b.json",
+                                          "examples/llm/phi3-mini-4k.json",
+                                          "examples/llm/starcoder2-7b.json",
+                                          "examples/llm/olmo2-7b.json",
+                                          "examples/llm/granite-3-8b.json" };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         layout3d_options o;
         layout3d_options_init(&o);

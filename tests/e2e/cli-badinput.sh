@@ -590,6 +590,42 @@ expect_bad train-plan-with-experts "^plumb: .*moeplan.json: model.transformer.nu
     "$P" train examples/models/gpt-mini.json "$d/moeplan.json" --steps 1
 rm -f "$d/moe.json" "$d/moemini.json" "$d/moeplan.json"
 
+# the dense families phi3, starcoder2, olmo2 and granite: a bad window, dropout, bias flag,
+# scaling or a missing key value heads count gets one line naming the file and key; an OLMo
+# 2 plan and one with Granite's scalings are refused by the executor by name
+PH3=examples/llm/phi3-mini-4k.json SC2=examples/llm/starcoder2-7b.json
+moefile $PH3 "$d/fam.json" sliding_window 0
+expect_bad model-phi3-window "^plumb: .*fam.json: sliding_window: expected" \
+    "$P" profile --model "$d/fam.json" -c profiles/clusters/dgx-h100.json
+moefile $PH3 "$d/fam.json" resid_pdrop 1
+expect_bad model-phi3-dropout "^plumb: .*fam.json: resid_pdrop: expected a probability below 1" \
+    "$P" plan --model "$d/fam.json" -c profiles/clusters/dgx-h100.json --gpus 8 --tp 2 --global-batch 16
+moefile $SC2 "$d/fam.json" num_key_value_heads null
+expect_bad model-starcoder2-kv-heads "^plumb: .*fam.json: num_key_value_heads: missing; expected a positive integer" \
+    "$P" profile --model "$d/fam.json" -c profiles/clusters/dgx-h100.json
+moefile $SC2 "$d/fam.json" use_bias '"yes"'
+expect_bad model-starcoder2-use-bias "^plumb: .*fam.json: use_bias: expected" \
+    "$P" plan --model "$d/fam.json" -c profiles/clusters/dgx-h100.json --gpus 16 --tp 2 --pp 2 --global-batch 32
+moefile examples/llm/olmo2-7b.json "$d/fam.json" attention_bias '"no"'
+expect_bad model-olmo2-bias "^plumb: .*fam.json: attention_bias: expected" \
+    "$P" profile --model "$d/fam.json" -c profiles/clusters/dgx-h100.json
+moefile examples/llm/gpt-mini.json "$d/olmini.json" post_norms true pre_norms false
+"$P" plan --model "$d/olmini.json" -c examples/clusters/cpu-1x8.json --gpus 8 --tp 2 --pp 2 \
+    --dp 2 --global-batch 8 --microbatch-size 2 --precision fp32 -o "$d/olplan.json" \
+    >"$d/out" 2>&1 || { echo "FAIL: plan of a post-norm-only gpt-mini: $(head -c 300 "$d/out")"; fail=1; }
+expect_bad train-plan-without-pre-norms "^plumb: .*olplan.json: model.transformer.pre_norms: expected true: .* norms after them only, OLMo 2's" \
+    "$P" train examples/models/gpt-mini.json "$d/olplan.json" --steps 1
+moefile examples/llm/granite-3-8b.json "$d/fam.json" logits_scaling 0
+expect_bad model-granite-logits-scaling "^plumb: .*fam.json: logits_scaling: expected" \
+    "$P" profile --model "$d/fam.json" -c profiles/clusters/dgx-h100.json
+moefile examples/llm/gpt-mini.json "$d/grmini.json" residual_multiplier 0.22
+"$P" plan --model "$d/grmini.json" -c examples/clusters/cpu-1x8.json --gpus 8 --tp 2 --pp 2 \
+    --dp 2 --global-batch 8 --microbatch-size 2 --precision fp32 -o "$d/grplan.json" \
+    >"$d/out" 2>&1 || { echo "FAIL: plan of a scaled gpt-mini: $(head -c 300 "$d/out")"; fail=1; }
+expect_bad train-plan-with-granite-scalings "^plumb: .*grplan.json: model.transformer.residual_multiplier: expected none: .* no Granite scalings" \
+    "$P" train examples/models/gpt-mini.json "$d/grplan.json" --steps 1
+rm -f "$d/fam.json" "$d/olmini.json" "$d/olplan.json" "$d/grmini.json" "$d/grplan.json"
+
 [ "$(sum)" = "$before" ] || { echo "FAIL: an input file changed"; fail=1; }
 left=$(find "$d" -mindepth 1 ! -name prof.json ! -name cluster.json ! -name model.json \
        ! -name out ! -name err ! -name ro ! -name graph.txt)
