@@ -6,8 +6,8 @@
  * figures, their windows and FLOPs counted here, the profile of phi3's fused projections
  * equal to mistral's separate ones, starcoder2's biases and OLMo 2's norms priced as counted
  * here, Granite's scalings priced as kernels that keep nothing, plumb-transformer/1 round
- * trips, bad keys refused in one line, and the executor refusing a windowed plan, OLMo 2's
- * block and Granite's scalings. */
+ * trips, bad keys refused in one line, and the executor refusing OLMo 2's block and
+ * Granite's scalings (a window: test_window). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,46 +21,14 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "llmexec.h"
+#include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
 #define PHI3 "examples/llm/phi3-mini-4k.json"
 #define SC2 "examples/llm/starcoder2-7b.json"
 #define OLMO2 "examples/llm/olmo2-7b.json"
 #define GRANITE "examples/llm/granite-3-8b.json"
-
-static transformer *load_ok(const char *path)
-{
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(path, &err);
-    cr_assert_not_null(t, "%s: %s", path, err.msg);
-    return t;
-}
-
-static transformer *parse(const char *text, plumb_err *err)
-{
-    cJSON *root = json_parse_text("t.json", text, strlen(text), err);
-    cr_assert_not_null(root, "%s", err->msg);
-    transformer *t = transformer_from_json(root, "t.json", err);
-    cJSON_Delete(root);
-    return t;
-}
-
-static transformer *parse_ok(const char *text)
-{
-    plumb_err err = {{0}};
-    transformer *t = parse(text, &err);
-    cr_assert_not_null(t, "%s: %s", text, err.msg);
-    return t;
-}
-
-static void expect_bad(const char *text, const char *want)
-{
-    plumb_err err = {{0}};
-    transformer *t = parse(text, &err);
-    cr_assert_null(t, "accepted: %s", text);
-    cr_assert(strstr(err.msg, want), "message \"%s\" lacks \"%s\"", err.msg, want);
-    cr_assert_null(strchr(err.msg, '\n'), "more than one line: %s", err.msg);
-}
 
 /* A Hugging Face config of model_type fam with a published shape's keys and `more`. */
 static char *cfg(const char *fam, long long h, long long layers, long long heads, long long kv,
@@ -77,7 +45,7 @@ static char *cfg(const char *fam, long long h, long long layers, long long heads
 
 Test(families, phi3_read)
 {
-    transformer *t = load_ok(PHI3);
+    transformer *t = llmfix_model(PHI3);
     cr_assert_str_eq(t->family, "phi3");
     cr_assert(t->gated_mlp && t->activation == TF_SILU && t->norm == TF_RMSNORM);
     cr_assert(!t->qkv_bias && !t->out_bias && !t->mlp_bias && !t->qk_norm && !t->post_norms);
@@ -92,7 +60,7 @@ Test(families, phi3_read)
     cr_assert_not(transformer_window_applies(t, 2047));
     transformer_free(t);
     /* the architectures name alone; a null window is none; resid_pdrop is dropout */
-    t = parse_ok("{\"architectures\": [\"Phi3ForCausalLM\"], \"hidden_size\": 64, "
+    t = llmfix_model_text("{\"architectures\": [\"Phi3ForCausalLM\"], \"hidden_size\": 64, "
                  "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": "
                  "128, \"max_position_embeddings\": 64, \"vocab_size\": 100, "
                  "\"sliding_window\": null, \"resid_pdrop\": 0.1}");
@@ -103,7 +71,7 @@ Test(families, phi3_read)
 
 Test(families, starcoder2_read)
 {
-    transformer *t = load_ok(SC2);
+    transformer *t = llmfix_model(SC2);
     cr_assert_str_eq(t->family, "starcoder2");
     cr_assert(!t->gated_mlp && t->activation == TF_GELU && t->norm == TF_LAYERNORM);
     cr_assert(t->qkv_bias && t->out_bias && t->mlp_bias && t->tied_embeddings);
@@ -115,13 +83,13 @@ Test(families, starcoder2_read)
     cr_assert(transformer_window_applies(t, 16384));
     transformer_free(t);
     /* use_bias false takes every bias away; the dropouts; tying as the file says */
-    t = parse_ok(cfg("starcoder2", 64, 2, 4, 2, 256, 100,
+    t = llmfix_model_text(cfg("starcoder2", 64, 2, 4, 2, 256, 100,
                      ", \"use_bias\": false, \"residual_dropout\": 0.1, "
                      "\"tie_word_embeddings\": false, \"hidden_act\": \"gelu\""));
     cr_assert(!t->qkv_bias && !t->out_bias && !t->mlp_bias && !t->tied_embeddings);
     cr_assert(t->dropout && t->window == 0);
     transformer_free(t);
-    t = parse_ok("{\"architectures\": [\"Starcoder2ForCausalLM\"], \"hidden_size\": 64, "
+    t = llmfix_model_text("{\"architectures\": [\"Starcoder2ForCausalLM\"], \"hidden_size\": 64, "
                  "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
                  "\"num_key_value_heads\": 1, \"intermediate_size\": 128, "
                  "\"max_position_embeddings\": 64, \"vocab_size\": 100, "
@@ -169,7 +137,7 @@ Test(families, parameter_counts)
 {
     for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
         const struct shape *s = &SHAPES[i];
-        transformer *t = parse_ok(cfg(s->fam, s->h, s->layers, s->heads, s->kv, s->f, s->vocab,
+        transformer *t = llmfix_model_text(cfg(s->fam, s->h, s->layers, s->heads, s->kv, s->f, s->vocab,
                                       s->tied ? ", \"tie_word_embeddings\": true"
                                               : ", \"tie_word_embeddings\": false"));
         long long n = transformer_param_count(t), want = tensor_sum(s);
@@ -179,11 +147,11 @@ Test(families, parameter_counts)
         cr_assert_eq(transformer_active_param_count(t), n);
         transformer_free(t);
     }
-    transformer *t = load_ok(PHI3);
+    transformer *t = llmfix_model(PHI3);
     cr_assert_eq(transformer_param_count(t), tensor_sum(&SHAPES[0]));
     cr_assert_eq(transformer_param_count(t), 3821079552LL);
     transformer_free(t);
-    t = load_ok(SC2);
+    t = llmfix_model(SC2);
     cr_assert_eq(transformer_param_count(t), tensor_sum(&SHAPES[3]));
     cr_assert_eq(transformer_param_count(t), 7173923840LL);
     transformer_free(t);
@@ -195,14 +163,14 @@ Test(families, parameter_counts)
  * 2 s h V. */
 Test(families, forward_flops)
 {
-    transformer *t = load_ok(PHI3);
+    transformer *t = llmfix_model(PHI3);
     double s = 4096, h = 3072, w = 2047, f = 8192, V = 32064;
     double block = 2 * s * h * 3 * h + 4 * s * w * h + 2 * s * h * h + 6 * s * h * f;
     double want = 32 * block + 2 * s * h * V;
     cr_assert(fabs(transformer_forward_flops(t) - want) <= 1e-12 * want, "%.17g vs %.17g",
               transformer_forward_flops(t), want);
     transformer_free(t);
-    t = load_ok(SC2);
+    t = llmfix_model(SC2);
     s = 16384, h = 4608, w = 4096, f = 18432, V = 49152;
     double kvw = 4 * 128;
     block = 2 * s * h * (h + 2 * kvw) + 4 * s * w * h + 2 * s * h * h + 4 * s * h * f;
@@ -233,8 +201,8 @@ static profile *build(const transformer *t, int tp, long long seq)
  * the profile of a mistral config with its keys, layer for layer. */
 Test(families, phi3_priced_as_mistral)
 {
-    transformer *t = load_ok(PHI3);
-    transformer *m = parse_ok("{\"model_type\": \"mistral\", \"hidden_size\": 3072, "
+    transformer *t = llmfix_model(PHI3);
+    transformer *m = llmfix_model_text("{\"model_type\": \"mistral\", \"hidden_size\": 3072, "
                               "\"num_hidden_layers\": 32, \"num_attention_heads\": 32, "
                               "\"num_key_value_heads\": 32, \"intermediate_size\": 8192, "
                               "\"max_position_embeddings\": 4096, \"vocab_size\": 32064, "
@@ -260,7 +228,7 @@ Test(families, phi3_priced_as_mistral)
  * use_bias the six biases go, and the parameters' difference is theirs. */
 Test(families, starcoder2_priced_with_its_biases)
 {
-    transformer *t = load_ok(SC2), *nb = transformer_clone(t);
+    transformer *t = llmfix_model(SC2), *nb = transformer_clone(t);
     nb->qkv_bias = nb->out_bias = nb->mlp_bias = 0;
     profile *p = build(t, 2, 4096), *q = build(nb, 2, 4096);
     double h = 4608, f = 18432, kvw = 4 * 128, e = 2;
@@ -284,7 +252,7 @@ Test(families, description_round_trips)
     const char *files[] = {PHI3, SC2};
     for (int k = 0; k < 2; k++) {
         plumb_err err = {{0}};
-        transformer *t = load_ok(files[k]);
+        transformer *t = llmfix_model(files[k]);
         cJSON *o = transformer_to_json(t);
         cr_assert_not_null(o);
         cr_assert_eq(cJSON_GetObjectItemCaseSensitive(o, "sliding_window")->valuedouble,
@@ -303,69 +271,41 @@ Test(families, description_round_trips)
 
 Test(families, bad_keys_refused)
 {
-    expect_bad(cfg("phi3", 64, 2, 4, 4, 128, 100, ", \"sliding_window\": 0"),
+    llmfix_expect_bad(cfg("phi3", 64, 2, 4, 4, 128, 100, ", \"sliding_window\": 0"),
                "t.json: sliding_window: expected");
-    expect_bad(cfg("phi3", 64, 2, 4, 4, 128, 100, ", \"resid_pdrop\": 1.5"),
+    llmfix_expect_bad(cfg("phi3", 64, 2, 4, 4, 128, 100, ", \"resid_pdrop\": 1.5"),
                "t.json: resid_pdrop: expected a probability below 1");
-    expect_bad(cfg("phi3", 64, 2, 4, 3, 128, 100, ""),
+    llmfix_expect_bad(cfg("phi3", 64, 2, 4, 3, 128, 100, ""),
                "t.json: num_key_value_heads: expected a divisor of the 4 attention heads");
-    expect_bad("{\"model_type\": \"phi3\", \"num_hidden_layers\": 2}",
+    llmfix_expect_bad("{\"model_type\": \"phi3\", \"num_hidden_layers\": 2}",
                "t.json: hidden_size: missing");
-    expect_bad(cfg("starcoder2", 64, 2, 4, 2, 128, 100, ", \"use_bias\": \"yes\""),
+    llmfix_expect_bad(cfg("starcoder2", 64, 2, 4, 2, 128, 100, ", \"use_bias\": \"yes\""),
                "t.json: use_bias: expected");
-    expect_bad(cfg("starcoder2", 64, 2, 4, 2, 128, 100, ", \"hidden_act\": \"tanh\""),
+    llmfix_expect_bad(cfg("starcoder2", 64, 2, 4, 2, 128, 100, ", \"hidden_act\": \"tanh\""),
                "t.json: hidden_act: expected gelu");
-    expect_bad(cfg("starcoder2", 64, 2, 4, 2, 128, 100, ", \"residual_dropout\": -0.1"),
+    llmfix_expect_bad(cfg("starcoder2", 64, 2, 4, 2, 128, 100, ", \"residual_dropout\": -0.1"),
                "t.json: residual_dropout: expected");
-    expect_bad("{\"model_type\": \"starcoder2\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
+    llmfix_expect_bad("{\"model_type\": \"starcoder2\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
                "\"num_attention_heads\": 4, \"intermediate_size\": 128, "
                "\"max_position_embeddings\": 64, \"vocab_size\": 100}",
                "t.json: num_key_value_heads: missing");
-    expect_bad("{\"model_type\": \"phi\"}", "t.json: model_type: unknown architecture");
-    expect_bad("{\"architectures\": [\"Phi3SmallForCausalLM\"]}",
+    llmfix_expect_bad("{\"model_type\": \"phi\"}", "t.json: model_type: unknown architecture");
+    llmfix_expect_bad("{\"architectures\": [\"Phi3SmallForCausalLM\"]}",
                "t.json: architectures[0]: unknown architecture");
-}
-
-/* The executor's blocks attend over the whole causal sequence: a plan of a Phi-3-shaped
- * description with its window shorter than the sequence is refused by name. */
-Test(families, executor_refuses_the_window)
-{
-    plumb_err e = {{0}};
-    transformer *t = load_ok("examples/llm/gpt-mini.json");
-    t->window = 16;
-    model *m = model_load("examples/models/gpt-mini.json", &e);
-    cr_assert_not_null(m, "%s", e.msg);
-    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2;
-    o.global_batch = 8;
-    o.microbatch_size = 2;
-    o.precision = DEV_FP32;
-    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    cr_assert_eq(train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e), -1);
-    cr_assert(strstr(e.msg, "plan.json: model.transformer.sliding_window: expected none"),
-              "%s", e.msg);
-    plan_free(pl);
-    cluster_free(c);
-    model_free(m);
-    transformer_free(t);
 }
 
 /* olmo2 (transformers' modular_olmo2.py): llama's block with its two RMSNorms after the
  * attention and the MLP and none before, and q_norm and k_norm over the whole projections. */
 Test(families, olmo2_read)
 {
-    transformer *t = load_ok(OLMO2);
+    transformer *t = llmfix_model(OLMO2);
     cr_assert_str_eq(t->family, "olmo2");
     cr_assert(t->gated_mlp && t->activation == TF_SILU && t->norm == TF_RMSNORM);
     cr_assert(t->post_norms && t->no_pre_norms && t->qk_norm == TF_QK_WIDTH);
     cr_assert(!t->qkv_bias && !t->out_bias && !t->mlp_bias && !t->tied_embeddings);
     cr_assert(t->window == 0 && !t->embed_scale && t->attn_softcap == 0);
     transformer_free(t);
-    t = parse_ok(cfg("olmo2", 64, 2, 4, 2, 128, 100, ", \"attention_bias\": true"));
+    t = llmfix_model_text(cfg("olmo2", 64, 2, 4, 2, 128, 100, ", \"attention_bias\": true"));
     cr_assert(t->qkv_bias && t->out_bias && !t->mlp_bias);
     transformer_free(t);
 }
@@ -386,13 +326,13 @@ Test(families, olmo2_parameter_counts)
         long long block = h * a * d + 2 * h * kv * d + a * d * h + 3 * h * S[i].f + a * d +
                           kv * d + 2 * h;
         long long want = 2 * S[i].vocab * h + S[i].layers * block + h;
-        transformer *t = parse_ok(cfg("olmo2", h, S[i].layers, a, kv, S[i].f, S[i].vocab, ""));
+        transformer *t = llmfix_model_text(cfg("olmo2", h, S[i].layers, a, kv, S[i].f, S[i].vocab, ""));
         cr_assert_eq(transformer_param_count(t), want, "%lld vs %lld",
                      transformer_param_count(t), want);
         cr_assert(fabs((double)want - S[i].card) <= S[i].round, "%lld vs %.4g", want, S[i].card);
         transformer_free(t);
     }
-    transformer *t = load_ok(OLMO2);
+    transformer *t = llmfix_model(OLMO2);
     cr_assert_eq(transformer_param_count(t), 7298617344LL);
     transformer_free(t);
 }
@@ -405,7 +345,7 @@ Test(families, olmo2_parameter_counts)
  * statistic a token each (8 M); two more norm kernels each way, so it is slower. */
 Test(families, olmo2_priced_as_counted)
 {
-    transformer *t = load_ok(OLMO2), *l = transformer_clone(t);
+    transformer *t = llmfix_model(OLMO2), *l = transformer_clone(t);
     l->post_norms = l->no_pre_norms = 0;
     l->qk_norm = 0;
     profile *p = build(t, 2, 4096), *q = build(l, 2, 4096);
@@ -433,7 +373,7 @@ Test(families, olmo2_priced_as_counted)
 Test(families, olmo2_description)
 {
     plumb_err err = {{0}};
-    transformer *t = load_ok(OLMO2);
+    transformer *t = llmfix_model(OLMO2);
     cJSON *o = transformer_to_json(t);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "pre_norms")));
     cr_assert(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "qk_norm_full")));
@@ -452,7 +392,7 @@ Test(families, olmo2_description)
     transformer_free(t);
     const char *files[] = {"examples/llm/qwen3-8b.json", "examples/llm/gemma2-9b.json", PHI3};
     for (int k = 0; k < 3; k++) {
-        t = load_ok(files[k]);
+        t = llmfix_model(files[k]);
         o = transformer_to_json(t);
         cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "pre_norms"), "%s", files[k]);
         cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "qk_norm_full"), "%s", files[k]);
@@ -467,51 +407,32 @@ Test(families, olmo2_description)
                        "\"tie_word_embeddings\": false, \"dropout\": false";
     char buf[1024];
     snprintf(buf, sizeof buf, "%s, \"pre_norms\": false}", base);
-    expect_bad(buf, "t.json: pre_norms: expected false only with post_norms true");
+    llmfix_expect_bad(buf, "t.json: pre_norms: expected false only with post_norms true");
     snprintf(buf, sizeof buf, "%s, \"qk_norm_full\": true}", base);
-    expect_bad(buf, "t.json: qk_norm_full: expected only with qk_norm true");
+    llmfix_expect_bad(buf, "t.json: qk_norm_full: expected only with qk_norm true");
     snprintf(buf, sizeof buf, "%s, \"pre_norms\": 0, \"post_norms\": true}", base);
-    expect_bad(buf, "t.json: pre_norms:");
+    llmfix_expect_bad(buf, "t.json: pre_norms:");
 }
 
 Test(families, olmo2_bad_keys_refused)
 {
-    expect_bad(cfg("olmo2", 64, 2, 4, 2, 128, 100, ", \"attention_bias\": 1"),
+    llmfix_expect_bad(cfg("olmo2", 64, 2, 4, 2, 128, 100, ", \"attention_bias\": 1"),
                "t.json: attention_bias:");
-    expect_bad(cfg("olmo2", 64, 2, 4, 3, 128, 100, ""),
+    llmfix_expect_bad(cfg("olmo2", 64, 2, 4, 3, 128, 100, ""),
                "t.json: num_key_value_heads: expected a divisor");
-    expect_bad("{\"model_type\": \"olmo2\", \"hidden_size\": 64}",
+    llmfix_expect_bad("{\"model_type\": \"olmo2\", \"hidden_size\": 64}",
                "t.json: num_hidden_layers: missing");
-    expect_bad("{\"model_type\": \"olmo\"}", "t.json: model_type: unknown architecture");
+    llmfix_expect_bad("{\"model_type\": \"olmo\"}", "t.json: model_type: unknown architecture");
 }
 
 /* The executor's blocks have their norms before attention and MLP: an OLMo 2 block is
  * refused by name. */
 Test(families, executor_refuses_olmo2)
 {
-    plumb_err e = {{0}};
-    transformer *t = load_ok("examples/llm/gpt-mini.json");
+    transformer *t = llmfix_model("examples/llm/gpt-mini.json");
     t->post_norms = t->no_pre_norms = 1;
-    model *m = model_load("examples/models/gpt-mini.json", &e);
-    cr_assert_not_null(m, "%s", e.msg);
-    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &e);
-    cr_assert_not_null(c, "%s", e.msg);
-    layout3d_options o;
-    layout3d_options_init(&o);
-    o.tp = 2, o.pp = 2, o.dp = 2;
-    o.global_batch = 8;
-    o.microbatch_size = 2;
-    o.precision = DEV_FP32;
-    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &o, &e);
-    cr_assert_not_null(pl, "%s", e.msg);
-    cr_assert_eq(train_plan_check(m, "gpt-mini.json", pl, "plan.json", &e), -1);
-    cr_assert(strstr(e.msg, "plan.json: model.transformer.pre_norms: expected true: "
-                            "gpt-mini.json's blocks have a norm before the attention"),
-              "%s", e.msg);
-    cr_assert_null(strchr(e.msg, '\n'));
-    plan_free(pl);
-    cluster_free(c);
-    model_free(m);
+    llmexec_check(t, "plan.json: model.transformer.pre_norms: expected true: "
+                         "gpt-mini.json's blocks have a norm before the attention");
     transformer_free(t);
 }
 
@@ -519,7 +440,7 @@ Test(families, executor_refuses_olmo2)
  * four scalings, each 1.0 when absent and applied whatever its value. */
 Test(families, granite_read_and_counted)
 {
-    transformer *t = load_ok(GRANITE);
+    transformer *t = llmfix_model(GRANITE);
     cr_assert_str_eq(t->family, "granite");
     cr_assert(t->gated_mlp && t->norm == TF_RMSNORM && t->tied_embeddings);
     cr_assert(!t->qkv_bias && !t->mlp_bias && !t->post_norms && !t->qk_norm);
@@ -536,7 +457,7 @@ Test(families, granite_read_and_counted)
     cr_assert(fabs((double)want - 8.17e9) <= 0.005e9);
     transformer_free(t);
     /* configuration_granite.py's defaults: 1.0 each, untied, biases as the keys say */
-    t = parse_ok(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"mlp_bias\": true"));
+    t = llmfix_model_text(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"mlp_bias\": true"));
     cr_assert(t->embed_mult == 1 && t->residual_mult == 1 && t->attn_mult == 1 &&
               t->logits_scale == 1);
     cr_assert(t->mlp_bias && !t->qkv_bias && !t->tied_embeddings);
@@ -548,7 +469,7 @@ Test(families, granite_read_and_counted)
  * FLOPs, parameters and kept bytes the same. */
 Test(families, granite_scalings_priced)
 {
-    transformer *t = load_ok(GRANITE), *l = transformer_clone(t);
+    transformer *t = llmfix_model(GRANITE), *l = transformer_clone(t);
     l->embed_mult = l->residual_mult = l->attn_mult = l->logits_scale = 0;
     profile *p = build(t, 2, 4096), *q = build(l, 2, 4096);
     int layers[] = {0, 1, (int)t->layers + 1};
@@ -580,7 +501,7 @@ Test(families, granite_scalings_priced)
 Test(families, granite_description_and_refusals)
 {
     plumb_err err = {{0}};
-    transformer *t = load_ok(GRANITE);
+    transformer *t = llmfix_model(GRANITE);
     cJSON *o = transformer_to_json(t);
     cr_assert_eq(cJSON_GetObjectItemCaseSensitive(o, "residual_multiplier")->valuedouble, 0.22);
     transformer *r = transformer_from_json(o, "d.json", &err);
@@ -591,39 +512,22 @@ Test(families, granite_description_and_refusals)
     transformer_free(r);
     cJSON_Delete(o);
     transformer_free(t);
-    t = load_ok(OLMO2);
+    t = llmfix_model(OLMO2);
     o = transformer_to_json(t);
     cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "logits_scaling"));
     cr_assert_null(cJSON_GetObjectItemCaseSensitive(o, "embedding_multiplier"));
     cJSON_Delete(o);
     transformer_free(t);
-    expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"logits_scaling\": 0"),
+    llmfix_expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"logits_scaling\": 0"),
                "t.json: logits_scaling: expected");
-    expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"residual_multiplier\": \"0.22\""),
+    llmfix_expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"residual_multiplier\": \"0.22\""),
                "t.json: residual_multiplier: expected");
-    expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"embedding_multiplier\": -12"),
+    llmfix_expect_bad(cfg("granite", 64, 2, 4, 2, 128, 100, ", \"embedding_multiplier\": -12"),
                "t.json: embedding_multiplier: expected");
 
-    model *m = model_load("examples/models/gpt-mini.json", &err);
-    cr_assert_not_null(m, "%s", err.msg);
-    cluster *c = cluster_load("examples/clusters/cpu-1x8.json", &err);
-    cr_assert_not_null(c, "%s", err.msg);
-    t = load_ok("examples/llm/gpt-mini.json");
+    t = llmfix_model("examples/llm/gpt-mini.json");
     t->residual_mult = 0.22;
-    layout3d_options lo;
-    layout3d_options_init(&lo);
-    lo.tp = 2, lo.pp = 2, lo.dp = 2;
-    lo.global_batch = 8;
-    lo.microbatch_size = 2;
-    lo.precision = DEV_FP32;
-    plan *pl = layout3d_build(t, c, "examples/clusters/cpu-1x8.json", &lo, &err);
-    cr_assert_not_null(pl, "%s", err.msg);
-    cr_assert_eq(train_plan_check(m, "gpt-mini.json", pl, "plan.json", &err), -1);
-    cr_assert(strstr(err.msg, "plan.json: model.transformer.residual_multiplier: expected "
-                              "none: gpt-mini.json's transformer has no Granite scalings"),
-              "%s", err.msg);
-    plan_free(pl);
-    cluster_free(c);
-    model_free(m);
+    llmexec_check(t, "plan.json: model.transformer.residual_multiplier: expected none: "
+                         "gpt-mini.json's transformer has no Granite scalings");
     transformer_free(t);
 }

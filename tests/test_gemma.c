@@ -18,6 +18,7 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "llmexec.h"
 #include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
@@ -341,18 +342,18 @@ Test(gemma, bad_keys_refused)
 Test(gemma, executor_refuses_gemma_parts)
 {
     transformer *t = llmfix_model("examples/llm/gpt-mini.json");
-    llmfix_exec_check(t, NULL);
+    llmexec_check(t, NULL);
     t->post_norms = 1;
-    llmfix_exec_check(t, "plan.json: model.transformer.post_norms: expected none: gpt-mini.json's "
+    llmexec_check(t, "plan.json: model.transformer.post_norms: expected none: gpt-mini.json's "
                   "transformer has no Gemma block");
     t->post_norms = 0;
     t->attn_softcap = 50;
-    llmfix_exec_check(t, "plan.json: model.transformer.attn_logit_softcapping: expected none");
+    llmexec_check(t, "plan.json: model.transformer.attn_logit_softcapping: expected none");
     t->attn_softcap = 0;
     t->final_softcap = 30;
-    llmfix_exec_check(t, "plan.json: model.transformer.final_logit_softcapping: expected none");
+    llmexec_check(t, "plan.json: model.transformer.final_logit_softcapping: expected none");
     t->final_softcap = 0;
     t->embed_scale = 1;
-    llmfix_exec_check(t, "plan.json: model.transformer.embedding_scale: expected none");
+    llmexec_check(t, "plan.json: model.transformer.embedding_scale: expected none");
     transformer_free(t);
 }

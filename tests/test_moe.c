@@ -20,6 +20,7 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "llmexec.h"
 #include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
@@ -431,7 +432,7 @@ Test(moe, executor_refuses_experts)
     t->activation = TF_SILU;
     t->mlp_bias = 0;
     t->experts = 4, t->experts_per_tok = 2, t->moe_ffn = 64;
-    llmfix_exec_check(t, "plan.json: model.transformer.num_experts: expected none: "
+    llmexec_check(t, "plan.json: model.transformer.num_experts: expected none: "
                          "gpt-mini.json's blocks have a dense MLP");
     transformer_free(t);
 }

@@ -17,6 +17,7 @@
 #include "exec/train_plan.h"
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
+#include "llmexec.h"
 #include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
@@ -318,16 +319,16 @@ Test(headdim, executor_refuses_own_head_width)
 {
     transformer *t = llmfix_model("examples/llm/gpt-mini.json");
     long long d = t->hidden / t->heads;
-    llmfix_exec_check(t, NULL);
+    llmexec_check(t, NULL);
     t->head_dim = d; /* said, but the same width: runs */
-    llmfix_exec_check(t, NULL);
+    llmexec_check(t, NULL);
     char want[160];
     snprintf(want, sizeof want, "plan.json: model.transformer.head_dim: expected hidden_size "
              "/ num_attention_heads = %lld", d);
     t->head_dim = 2 * d;
-    llmfix_exec_check(t, want);
+    llmexec_check(t, want);
     t->head_dim = 0;
     t->qk_norm = 1;
-    llmfix_exec_check(t, "plan.json: model.transformer.qk_norm: expected false");
+    llmexec_check(t, "plan.json: model.transformer.qk_norm: expected false");
     transformer_free(t);
 }

@@ -20,6 +20,7 @@
 #include "planner/layout3d.h"
 #include "planner/llm_profile.h"
 #include "planner/search3d.h"
+#include "llmexec.h"
 #include "llmfix.h"
 
 #define H100 "profiles/clusters/dgx-h100.json"
@@ -344,9 +345,9 @@ Test(window, executor_refuses_a_window)
 {
     transformer *t = llmfix_model("examples/llm/gpt-mini.json");
     t->window = 16;
-    llmfix_exec_check(t, "plan.json: model.transformer.sliding_window: expected none or at "
+    llmexec_check(t, "plan.json: model.transformer.sliding_window: expected none or at "
                          "least the sequence's 64 tokens");
     t->window = 64;
-    llmfix_exec_check(t, NULL);
+    llmexec_check(t, NULL);
     transformer_free(t);
 }
