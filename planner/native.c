@@ -751,7 +751,10 @@ static int score_best_only(const nm_models *ms, nm_cands *cs, int keep, int nsim
 
 /* Refuses, before any is simulated, a search whose bound candidates (the leads, the first
  * nsim of the rest, the baselines: what nm_finish simulates whatever the results) would
- * together simulate more than NM_MAX_SIM_ACTIONS (sim_actions). -1 with err, else 0. */
+ * together simulate more than o->sim_budget (0: NM_MAX_SIM_ACTIONS; sim_actions' units),
+ * or one of them more than sim_run takes (SIM_MAX_ACTIONS, twice sim_actions: it would be
+ * refused there and ranked as not fitting). Adds the estimate to res->sim_budget_used and
+ * sets res->over_budget when refused. -1 with err, else 0. */
 static int over_budget(const nm_models *ms, const nm_cands *cs, int keep, int nsim,
                        int nlead, const native_options *o, native_result *res, plumb_err *err)
 {
@@ -769,8 +772,17 @@ static int over_budget(const nm_models *ms, const nm_cands *cs, int keep, int ns
         if (a > top) top = a, big = i;
     }
     res->sim_budget_used += total;
-    if (total <= limit || big < 0) return 0;
+    if (big < 0) return 0;
     const nm_cand *c = &cs->v[big];
+    if (2 * top > SIM_MAX_ACTIONS) { /* sim_run would refuse it: say so, not "no fit" */
+        res->over_budget = 1;
+        return err_set(err, NULL, o->microbatches > 0 ? "--microbatches" : "microbatches",
+                       "a plan the search must simulate makes about %.3g actions (%d stages x "
+                       "%d microbatches), above the %.3g one run may take (about %.0f s): "
+                       "expected fewer microbatches", 2 * top, c->pt.nst, c->s.M,
+                       SIM_MAX_ACTIONS, SIM_MAX_ACTIONS / SIM_ACTIONS_PER_S);
+    }
+    if (total <= limit) return 0;
     res->over_budget = 1;
     return err_set(err, NULL, o->microbatches > 0 ? "--microbatches" : "microbatches",
                    "the %d plans the search must simulate make about %.3g simulated actions "
@@ -1080,6 +1092,19 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
     if (o->microbatch_size < 0 || o->microbatches < 0 || o->chunks < 0 || o->nstages < 0 ||
         !(o->memory_limit_bytes >= 0))
         return err_set(err, NULL, NULL, "planner options: expected counts >= 0");
+    /* --microbatches with --stages: every candidate's simulation is known before the
+     * program prices any (each pricing replays the M microbatches: alexnet at 500000 x 16
+     * stages spent 214 s there); one above SIM_MAX_ACTIONS is refused now, as over_budget
+     * would after */
+    double one = 6.0 * o->microbatches * o->nstages * SIM_DEFAULT_ITERATIONS;
+    if (o->sim_top >= 0 && o->microbatches > 0 && o->nstages > 0 && one > SIM_MAX_ACTIONS) {
+        res->over_budget = 1;
+        return err_set(err, NULL, "--microbatches", "a plan the search must simulate makes "
+                       "about %.3g actions (%d stages x %d microbatches), above the %.3g one "
+                       "run may take (about %.0f s): expected fewer microbatches", one,
+                       o->nstages, o->microbatches, SIM_MAX_ACTIONS,
+                       SIM_MAX_ACTIONS / SIM_ACTIONS_PER_S);
+    }
     int ndev = used_devices(c, o);
     if (nm_models_build(ms, p, c, ndev, o->memory_limit_bytes, err)) return -1;
     /* a pinned depth needs a unit of devices and a block of layers per stage */

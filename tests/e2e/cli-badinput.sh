@@ -86,13 +86,16 @@ expect_bad plan-llm-slow-memory 'slow-mem.json: device_types\[0\]\.memory_gbyte_
 rm -f "$d/slow-peak.json" "$d/slow-mem.json"
 # the work budget (docs/sim.md): a run whose simulations would take minutes is refused
 # before any is run, naming the option and the estimate against the limit (plan took 21.9 s,
-# auto over 300 s and 8 GB, sweep over 30 s, plan --model's search 102.7 s)
+# at --stages 16 x 500000 214 s, auto over 300 s and 8 GB, sweep over 30 s, plan --model's
+# search 102.7 s)
 AX=(-p profiles/pipedream/alexnet.json -c profiles/clusters/cluster-a-4x4.json)
-expect_bad plan-microbatches-budget '^plumb: .*: --microbatches: the 9 plans the search must simulate make about 2.27e+08 simulated actions (the largest 12 stages x 1048576 microbatches), above the 1e+08 one search may take' \
+expect_bad plan-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 2.26e+08 actions (12 stages x 1048576 microbatches), above the 1e+08 one run may take' \
     "$P" plan "${AX[@]}" --microbatches 1048576
-expect_bad plan-auto-microbatches-budget '^plumb: .*: --microbatches: the .* plans the search must simulate make about .* above the 1e+08 one search may take' \
+expect_bad plan-stages-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 1.44e+08 actions (16 stages x 500000 microbatches), above the 1e+08 one run may take' \
+    "$P" plan "${AX[@]}" --microbatches 500000 --stages 16
+expect_bad plan-auto-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 2.26e+08 actions (12 stages x 1048576 microbatches), above the 1e+08 one run may take' \
     "$P" plan "${AX[@]}" --microbatches 1048576 --schedule auto
-expect_bad sweep-microbatches-budget '^plumb: .*: --microbatches: the .* plans the search must simulate .* above the 1e+08 left to the sweep may take' \
+expect_bad sweep-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 1.51e+08 actions (8 stages x 1048576 microbatches), above the 1e+08 one run may take' \
     "$P" sweep "${AX[@]}" --microbatches 1048576 --gpus 8..16
 expect_bad sim-microbatches-budget '^plumb: .*vgg16-4stage-1f1b.json: --\?microbatches: .* to simulate' \
     "$P" sim examples/plans/vgg16-4stage-1f1b.json --microbatches 1048576 --iterations 4
