@@ -112,6 +112,7 @@ static int add_default(native_result *dr, int failed, native_result *res, plumb_
     res->dp_runs += dr->dp_runs;
     res->nsimulated += dr->nsimulated;
     res->nexact += dr->nexact;
+    res->sim_budget_used += dr->sim_budget_used;
     native_candidate *d = NULL;
     for (int i = 0; !failed && i < dr->ncand && !d; i++)
         if (dr->cand[i].fits && dr->cand[i].pl) d = &dr->cand[i];
@@ -157,6 +158,14 @@ int planner_auto(const profile *p, const cluster *c, const native_options *o,
     native_result dr;
     plumb_err de;
     int dfail = default_search(&ms, p, o, res, &dr, &de);
+    if (dfail && dr.over_budget) { /* auto simulates at least as much: refused now */
+        *err = de;
+        res->over_budget = 1;
+        res->sim_budget_used += dr.sim_budget_used;
+        nm_models_free(&ms);
+        native_result_free(&dr);
+        return -1;
+    }
     int mb0 = o->microbatch_size > 0 ? o->microbatch_size : p->minibatch;
     /* baselines: data parallelism only (have bit 1 set: a 32-stage straight pipeline
      * takes ~10 ms to simulate, and auto's own 1f1b-flush candidates include pipelines) */

@@ -694,6 +694,7 @@ profile *llm_profile_build(const transformer *t, const cluster *c, const char *c
     }
     set_collectives(pr, (int)t->layers + 1, M * h * e, 0, 1);
     if (profile_validate(pr, "(analytic profile)", err)) {
+        llm_profile_explain_bounds(pr, t, c, cluster_file, dev, o, seq, err);
         profile_free(pr);
         return NULL;
     }

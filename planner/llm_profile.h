@@ -136,4 +136,15 @@ int llm_seq_check(const transformer *t, long long seq, plumb_err *err);
 profile *llm_profile_build(const transformer *t, const cluster *c, const char *cluster_file,
                            const llm_options *o, plumb_err *err);
 
+/* After profile_validate refused pr (llm_profile_build's last step): err names what made
+ * a figure leave the bounds a profile takes instead of the figure alone: the device's peak
+ * (device_types[k].peak_tflops_by_precision.P or .peak_tflops) or memory bandwidth
+ * (.memory_gbyte_per_s) of cluster_file for a time on a device under 1 TFLOP/s or 10 GB/s,
+ * else --seq-len and/or --microbatch-size (those above the model's sequence and 1), with
+ * the layer's figure and the bound. dev is c's type the profile was built for, seq the
+ * tokens costed. err is left as it is when no figure of pr is out of bounds. */
+void llm_profile_explain_bounds(const profile *pr, const transformer *t, const cluster *c,
+                                const char *cluster_file, const device_type *dev,
+                                const llm_options *o, long long seq, plumb_err *err);
+
 #endif

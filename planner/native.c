@@ -607,6 +607,10 @@ static void settle_leaders(nm_cands *cs, int keep, const native_options *o, plan
 
 #define NM_MAX_RESULT 16
 #define NM_EXTRA_ACTIONS 10000.0 /* simulated actions (F, B, sends) beyond the first nsim */
+/* The work budget of one nm_finish (sim_actions' units, about half the IR's actions): what
+ * the candidates it is bound to simulate (the leads, the first nsim, the baselines) may
+ * take together, about 20 s on 2 cores (docs/sim.md, "Work budget") */
+#define NM_MAX_SIM_ACTIONS 1e8
 #define NM_BOUND_SLACK 1.05 /* nm_compute_bound's margin for the steady window's measure */
 
 /* The fastest device's speed in m's order. */
@@ -745,6 +749,49 @@ static int score_best_only(const nm_models *ms, nm_cands *cs, int keep, int nsim
     return 0;
 }
 
+/* Refuses, before any is simulated, a search whose bound candidates (the leads, the first
+ * nsim of the rest, the baselines: what nm_finish simulates whatever the results) would
+ * together simulate more than o->sim_budget (0: NM_MAX_SIM_ACTIONS; sim_actions' units),
+ * or one of them more than sim_run takes (SIM_MAX_ACTIONS, twice sim_actions: it would be
+ * refused there and ranked as not fitting). Adds the estimate to res->sim_budget_used and
+ * sets res->over_budget when refused. -1 with err, else 0. */
+static int over_budget(const nm_models *ms, const nm_cands *cs, int keep, int nsim,
+                       int nlead, const native_options *o, native_result *res, plumb_err *err)
+{
+    if (o->sim_top < 0) return 0;
+    double limit = o->sim_budget > 0 ? o->sim_budget : NM_MAX_SIM_ACTIONS;
+    double total = 0, top = 0;
+    int n = 0, taken = 0, big = -1;
+    for (int i = 0; i < keep; i++) {
+        const nm_cand *c = &cs->v[i];
+        if (!c->must && taken >= nsim && i >= nlead) continue;
+        taken += !c->must;
+        double a = sim_actions(ms, c, o);
+        total += a;
+        n++;
+        if (a > top) top = a, big = i;
+    }
+    res->sim_budget_used += total;
+    if (big < 0) return 0;
+    const nm_cand *c = &cs->v[big];
+    if (2 * top > SIM_MAX_ACTIONS) { /* sim_run would refuse it: say so, not "no fit" */
+        res->over_budget = 1;
+        return err_set(err, NULL, o->microbatches > 0 ? "--microbatches" : "microbatches",
+                       "a plan the search must simulate makes about %.3g actions (%d stages x "
+                       "%d microbatches), above the %.3g one run may take (about %.0f s): "
+                       "expected fewer microbatches", 2 * top, c->pt.nst, c->s.M,
+                       SIM_MAX_ACTIONS, SIM_MAX_ACTIONS / SIM_ACTIONS_PER_S);
+    }
+    if (total <= limit) return 0;
+    res->over_budget = 1;
+    return err_set(err, NULL, o->microbatches > 0 ? "--microbatches" : "microbatches",
+                   "the %d plans the search must simulate make about %.3g simulated actions "
+                   "(the largest %d stages x %d microbatches), above the %.3g %s may take "
+                   "(about %.0f s): expected fewer microbatches", n, total, c->pt.nst,
+                   c->s.M, limit, o->sim_budget > 0 ? "left to the sweep" : "one search",
+                   2 * limit / SIM_ACTIONS_PER_S);
+}
+
 int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int nsim,
               native_result *res, plumb_err *err)
 {
@@ -814,6 +861,7 @@ int nm_finish(const nm_models *ms, nm_cands *cs, const native_options *o, int ns
     free(ord);
     free(lead);
     int keep = cs->n < NM_MAX_RESULT ? cs->n : NM_MAX_RESULT;
+    if (over_budget(ms, cs, keep, nsim, nlead, o, res, err)) return -1;
     plan **plans = calloc((size_t)keep + 1, sizeof *plans);
     if (!plans) return err_set(err, NULL, NULL, "out of memory");
     /* simulate in that order: each schedule's best, then the next best estimates; past
@@ -1044,6 +1092,19 @@ int nm_begin(const profile *p, const cluster *c, const native_options *o, native
     if (o->microbatch_size < 0 || o->microbatches < 0 || o->chunks < 0 || o->nstages < 0 ||
         !(o->memory_limit_bytes >= 0))
         return err_set(err, NULL, NULL, "planner options: expected counts >= 0");
+    /* --microbatches with --stages: every candidate's simulation is known before the
+     * program prices any (each pricing replays the M microbatches: alexnet at 500000 x 16
+     * stages spent 214 s there); one above SIM_MAX_ACTIONS is refused now, as over_budget
+     * would after */
+    double one = 6.0 * o->microbatches * o->nstages * SIM_DEFAULT_ITERATIONS;
+    if (o->sim_top >= 0 && o->microbatches > 0 && o->nstages > 0 && one > SIM_MAX_ACTIONS) {
+        res->over_budget = 1;
+        return err_set(err, NULL, "--microbatches", "a plan the search must simulate makes "
+                       "about %.3g actions (%d stages x %d microbatches), above the %.3g one "
+                       "run may take (about %.0f s): expected fewer microbatches", one,
+                       o->nstages, o->microbatches, SIM_MAX_ACTIONS,
+                       SIM_MAX_ACTIONS / SIM_ACTIONS_PER_S);
+    }
     int ndev = used_devices(c, o);
     if (nm_models_build(ms, p, c, ndev, o->memory_limit_bytes, err)) return -1;
     /* a pinned depth needs a unit of devices and a block of layers per stage */

@@ -54,6 +54,9 @@ typedef struct native_options {
                                    needs for pipedream and 2bw, at most 32), the leaders
                                    then settled as `plumb sim` runs them */
     int no_suggest;             /* 1: when nothing fits, do not search what would fit */
+    double sim_budget;          /* > 0: the work budget of the simulations one search must
+                                   run (sim_actions' units) instead of its own (1e8; plumb
+                                   sweep passes what is left of its own); 0 = its own */
     struct nm_sim_memo *sim_memo; /* plumb sweep: simulations kept across the counts and
                                    reused for the same plan on the same devices (see
                                    planner/native.c, nm_sim_memo_new), or NULL */
@@ -164,6 +167,9 @@ typedef struct native_result {
     double single_samples_per_s; /* whole model on the fastest device, compute only */
     double capacity_bytes;      /* smallest device capacity considered (after the limit) */
     int nothing_fits;           /* 1: no candidate fits memory */
+    int over_budget;            /* 1: refused, the simulations it must run being above the
+                                   work budget (docs/sim.md, "Work budget") */
+    double sim_budget_used;     /* the estimate of those simulations (sim_actions' units) */
     char suggestion[640];       /* when nothing fits: what would ("recomputation (peak 9.1
                                    GiB)", "microbatches of 32 samples", "24 devices") */
     int nskipped;               /* --schedule auto: kinds not searched, as their runtime

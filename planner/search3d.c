@@ -17,8 +17,13 @@
 #include "core/device.h"
 #include "core/schedule_traits.h"
 #include "core/units.h"
+
 #include "planner/llm_profile.h"
 #include "planner/search3d_impl.h"
+
+/* The work budget of the search's full simulations (docs/sim.md, "Work budget"): 2e8
+ * actions, about 20 s on 2 cores; one at most SIM_MAX_ACTIONS */
+#define SEARCH3D_MAX_ACTIONS 2e8
 
 void search3d_options_init(search3d_options *o)
 {
@@ -473,11 +478,47 @@ static int balance_plan(plan *pl, sim_report **rep, layout3d_balance_result *bal
     return *rep ? 0 : -1;
 }
 
+/* Refuses, before any is simulated, first k candidates of L whose simulations would
+ * together replay more than SEARCH3D_MAX_ACTIONS, or one more than SIM_MAX_ACTIONS
+ * (sim_actions_estimate of the whole plan: what sim_run_folded checks where it cannot fold;
+ * a folded run takes less): -1 with err on --global-batch, else 0 (also when a plan does
+ * not build: simulate says why). */
+static int over_budget(const cand_list *L, const transformer *t, const cluster *cut,
+                       const char *cluster_file, int k, plumb_err *err)
+{
+    double total = 0, top = 0;
+    int big_st = 0, big_m = 0;
+    for (int i = 0; i < k; i++) {
+        plumb_err e;
+        err_clear(&e);
+        plan *pl = layout3d_build(t, cut, cluster_file, &L->c[i].o, &e);
+        if (!pl) continue;
+        int m = pl->microbatches;
+        double a = sim_actions_estimate(pl, m, SIM_DEFAULT_ITERATIONS);
+        total += a;
+        if (a > top) top = a, big_st = pl->nstages, big_m = m;
+        plan_free(pl);
+    }
+    if (top > SIM_MAX_ACTIONS)
+        return err_set(err, NULL, "--global-batch", "a layout the search simulates makes "
+                       "about %.3g actions (%d stages x %d microbatches), above the %.3g one "
+                       "run may take (about %.0f s): expected a smaller global batch (or a "
+                       "larger --microbatch-size)", top, big_st, big_m, SIM_MAX_ACTIONS,
+                       SIM_MAX_ACTIONS / SIM_ACTIONS_PER_S);
+    if (total <= SEARCH3D_MAX_ACTIONS) return 0;
+    return err_set(err, NULL, "--global-batch", "the %d layouts the search simulates make about "
+                   "%.3g actions (the largest %d stages x %d microbatches), above the %.3g one "
+                   "search may take (about %.0f s): expected a smaller global batch (or a "
+                   "larger --microbatch-size)", k, total, big_st, big_m, SEARCH3D_MAX_ACTIONS,
+                   SEARCH3D_MAX_ACTIONS / SIM_ACTIONS_PER_S);
+}
+
 /* Simulates the first k candidates of L in full and ranks those that fit by simulated
  * throughput; keeps the best one's plan and report in r. 0 or -1 with err. */
 static int simulate(search3d_result *r, cand_list *L, const transformer *t, const cluster *cut,
                     const char *cluster_file, const search3d_options *o, int k, plumb_err *err)
 {
+    if (over_budget(L, t, cut, cluster_file, k, err)) return -1;
     r->ranked = calloc((size_t)k + 1, sizeof *r->ranked);
     if (!r->ranked) return err_set(err, NULL, NULL, "out of memory");
     double best = 0;

@@ -67,7 +67,16 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
     /* the same plan on the same devices recurs at nearby counts: simulated once (NULL when
      * out of memory: every one simulated) */
     nm_sim_memo *memo = nm_sim_memo_new();
+    double gpu_sum = 0, sim_used = 0;
     for (int g = gmin; g <= gmax; g++) {
+        if (gpu_sum + g > SWEEP_MAX_GPU_SUM) {
+            res->budget_from = g, res->budget_to = gmax;
+            snprintf(res->budget_why, sizeof res->budget_why, "the counts planned would sum "
+                     "to more than %.0f GPUs (1..1024's sum): expected a narrower "
+                     "--gpus range", SWEEP_MAX_GPU_SUM);
+            break;
+        }
+        gpu_sum += g;
         sweep_point *pt = &res->pts[res->n++];
         pt->gpus = g;
         pt->usd_per_million = -1;
@@ -84,8 +93,21 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         oc.no_suggest = 1;
         oc.best_only = 1;
         oc.sim_memo = memo;
+        /* a fixed --microbatches: the counts share one budget (the planner's own counts
+         * stay small, and the memo of nearby counts' plans makes the sum of the estimates
+         * far above what is simulated: each count keeps the search's own) */
+        if (o->microbatches > 0) oc.sim_budget = SWEEP_MAX_SIM_ACTIONS - sim_used;
         native_result nr;
         plan *pl = planner_native(p, cl, &oc, &nr, &e);
+        sim_used += nr.sim_budget_used;
+        if (!pl && nr.over_budget) { /* this count and the rest skipped */
+            res->n--;
+            res->budget_from = g, res->budget_to = gmax;
+            snprintf(res->budget_why, sizeof res->budget_why, "%s", e.msg);
+            native_result_free(&nr);
+            cluster_free(cl);
+            break;
+        }
         if (res->nskipped == 0) /* auto's skips: the runtime's, whatever the count */
             for (int i = 0; i < nr.nskipped; i++) res->skipped[res->nskipped++] = nr.skipped[i];
         if (!pl) {
@@ -134,6 +156,8 @@ int planner_sweep(const profile *p, const cluster *c, int gmin, int gmax,
         cluster_free(cl);
     }
     nm_sim_memo_free(memo);
+    if (res->n == 0 && res->budget_from > 0) /* nothing planned: refused */
+        return err_set(err, NULL, NULL, "%s", res->budget_why);
     return 0;
 }
 
@@ -174,6 +198,9 @@ void sweep_print(const sweep_result *r, FILE *out)
         fprintf(out, "%*d %-20s %-11s %-13s %-11s %-16s %-10s %s%s\n", w, p->gpus, thr, eff, cost,
                 mem, sch, mb, p->config, used);
     }
+    if (r->budget_from > 0)
+        fprintf(out, "skipped: %ss %d..%d: %s\n", noun, r->budget_from, r->budget_to,
+                r->budget_why);
     if (r->target > 0) {
         if (r->target_gpus > 0)
             fprintf(out, "target %.1f samples/s: reached with %d %ss\n", r->target,
@@ -185,6 +212,17 @@ void sweep_print(const sweep_result *r, FILE *out)
     fprintf(out, "(efficiency = throughput / (%ss x one-device throughput); cost = price x %ss "
             "/ 3600 / throughput x 1e6, USD per million samples; +rc = recomputation)\n", noun,
             noun);
+}
+
+/* "skipped_gpus": {"from", "to", "why"}: the counts the work budget left out. The object
+ * added, or NULL when out of memory. */
+static cJSON *budget_json(cJSON *root, const sweep_result *r)
+{
+    cJSON *o = cJSON_AddObjectToObject(root, "skipped_gpus");
+    if (!o || !json_add_num(o, "from", r->budget_from) || !json_add_num(o, "to", r->budget_to) ||
+        !cJSON_AddStringToObject(o, "why", r->budget_why))
+        return NULL;
+    return o;
 }
 
 cJSON *sweep_to_json(const sweep_result *r)
@@ -205,6 +243,7 @@ cJSON *sweep_to_json(const sweep_result *r)
         (r->grad_sync_end && !cJSON_AddStringToObject(root, "grad_sync", "end")) ||
         (r->zero && !json_add_num(root, "zero", 1)) ||
         (r->overlap_param_gather && !cJSON_AddTrueToObject(root, "overlap_param_gather")) ||
+        (r->budget_from > 0 && !budget_json(root, r)) ||
         !(pts = cJSON_AddArrayToObject(root, "points")))
         goto fail;
     for (int i = 0; i < r->n; i++) {

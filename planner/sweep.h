@@ -21,6 +21,13 @@
 #include "planner/policy.h" /* planner_cluster_resize: how each count is made */
 
 #define SWEEP_MAX_GPUS PLANNER_MAX_GPUS
+/* The sweep's work budget (docs/sim.md, "Work budget"): the GPU counts planned, summed (the
+ * planner's work grows with the count: 1..1024, bench/sim_scale.sh's resnet50 sweep, is the
+ * largest allowed; alexnet's 1..1024 took N s on 2 cores), and under a fixed --microbatches
+ * the simulations of every count together (the native planner's estimate, sim_actions'
+ * units: about 20 s). The counts from the first that would exceed either are skipped. */
+#define SWEEP_MAX_GPU_SUM 524800.0
+#define SWEEP_MAX_SIM_ACTIONS 1e8
 
 typedef struct sweep_point {
     int gpus;
@@ -56,6 +63,10 @@ typedef struct sweep_result {
                                    owner's line (native_result.skipped); the same at every
                                    count */
     native_skip skipped[NATIVE_MAX_SKIPPED];
+    int budget_from, budget_to; /* budget_from > 0: the counts budget_from..budget_to (the
+                                   range's end) were not planned, the sweep's work budget
+                                   being spent (none planned: sweep_run refuses instead) */
+    char budget_why[1024];      /* which budget, in words */
 } sweep_result;
 
 void sweep_result_free(sweep_result *r);

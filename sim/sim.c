@@ -511,6 +511,10 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
     plan view; /* shallow: only scalar fields change */
     sim_options_view(pl, opt, &view);
     int iters = opt->iterations > 0 ? opt->iterations : SIM_DEFAULT_ITERATIONS;
+    if (!opt->sched && sim_work_check(&view, 0, iters, SIM_MAX_ACTIONS,
+                                      opt->microbatches > 0 ? "--microbatches" : "microbatches",
+                                      err))
+        return NULL;
 
     sim_report *rep = calloc(1, sizeof *rep);
     schedule *own = NULL;
@@ -566,7 +570,9 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
                     res.iteration_s);
             goto done;
         }
-        if (opt->sched || res.settled || !res.steady || iters >= SIM_MAX_ITERATIONS)
+        int next = 2 * iters < SIM_MAX_ITERATIONS ? 2 * iters : SIM_MAX_ITERATIONS;
+        if (opt->sched || res.settled || !res.steady || iters >= SIM_MAX_ITERATIONS ||
+            sim_actions_estimate(&view, 0, next) > SIM_MAX_ACTIONS) /* the work budget */
             break;
         sim_result_free(&res);
         have_res = 0;
@@ -577,7 +583,7 @@ sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err)
         free(nameptr);
         names = NULL;
         nameptr = NULL;
-        iters = 2 * iters < SIM_MAX_ITERATIONS ? 2 * iters : SIM_MAX_ITERATIONS;
+        iters = next;
     }
     versions = calloc((size_t)s->nstages + 1, sizeof *versions);
     inflight = calloc((size_t)s->nstages + 1, sizeof *inflight);

@@ -22,6 +22,11 @@
 #define SIM_REPORT_FORMAT "plumb-sim-report/1"
 #define SIM_DEFAULT_ITERATIONS 3
 #define SIM_BUCKET_BYTES (25.0 * 1024 * 1024) /* gradient bucket for the all-reduce overlap */
+/* The work budget (sim/budget.c; docs/sim.md, "Work budget"): the most actions (sim_actions_
+ * estimate) one simulation may replay, and the rate the limit's time is quoted at (measured
+ * on 2 cores: 24 M actions of `plumb sim` in 2.1 s). */
+#define SIM_MAX_ACTIONS 1e8
+#define SIM_ACTIONS_PER_S 1e7
 
 /* What to simulate besides the plan as written. Fill with sim_options_init, then change. */
 typedef struct sim_options {
@@ -258,8 +263,28 @@ typedef struct sim_report {
 /* Simulates pl under opt (NULL = sim_options_init defaults). Returns a new report the
  * caller frees with sim_report_free, or NULL with err set: the plan asks for a schedule
  * the IR cannot build, the options are out of range (straggler device not in the plan's
- * cluster, factor <= 0, bad level), or the IR deadlocks. Does not modify pl. */
+ * cluster, factor <= 0, bad level), the IR deadlocks, or the run is above the work budget
+ * (sim_work_check with SIM_MAX_ACTIONS, before anything is generated; the settling rounds
+ * stop doubling the iterations where the next round would pass it). Does not modify pl. */
 sim_report *sim_run(const plan *pl, const sim_options *opt, plumb_err *err);
+
+/* The actions simulating pl with `microbatches` per iteration (<= 0: the plan's) over
+ * `iterations` takes: per stage (virtual stages counted, each chunk's) and iteration,
+ * 6 per microbatch (forward, backward, two sends, two receives; 7 under the asynchronous
+ * kinds, which step after each) plus 2 per replica (its all-reduce and its optimizer
+ * step), as schedule_bytes_estimate counts; at least the IR's actions, at most 2x them
+ * (the end stages send one way, a lone replica has no all-reduce). 0 for NULL, a
+ * plan without stages or iterations < 1. Pure arithmetic: no schedule is built. */
+double sim_actions_estimate(const plan *pl, int microbatches, int iterations);
+
+/* Refuses a run whose sim_actions_estimate is above `limit` actions (<= 0:
+ * SIM_MAX_ACTIONS): -1 with err set on `field` (NULL: "microbatches"; a caller names the
+ * option that sets the count, "--microbatches") to one line with the stages x microbatches
+ * x iterations, the estimate and the limit; 0 when it is within the limit, and also when
+ * the estimate's memory (x SCHED_BYTES_PER_ACTION) is above sched_memory_available (the
+ * generator's memory refusal, with its size in GiB, then speaks). */
+int sim_work_check(const plan *pl, int microbatches, int iterations, double limit,
+                   const char *field, plumb_err *err);
 
 /* sim_run of a plan whose stages all have the same r >= 2 data-parallel replicas, by
  * simulating one pipeline (sim/sim_fold.c, docs/sim.md "Folded data parallelism"): the

@@ -550,6 +550,11 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, int mixed_rin
     int iters = opt->iterations > 0 ? opt->iterations : SIM_DEFAULT_ITERATIONS;
     int requested = iters;
     sim_report *rep = NULL;
+    if (sim_work_check(&cut, 0, iters, SIM_MAX_ACTIONS,
+                       opt->microbatches > 0 ? "--microbatches" : "microbatches", err)) {
+        free(cut_stages);
+        return NULL;
+    }
     /* the rounds of sim_run: as many iterations as a steady window needs, doubled until the
      * window's gaps settle */
     for (int round = 0;; round++) {
@@ -593,10 +598,13 @@ sim_report *sim_run_folded(const plan *pl, const sim_options *opt, int mixed_rin
             free(cut_stages);
             return NULL;
         }
-        if (rep->settled || !rep->steady || iters >= SIM_MAX_ITERATIONS) break;
+        int next = 2 * iters < SIM_MAX_ITERATIONS ? 2 * iters : SIM_MAX_ITERATIONS;
+        if (rep->settled || !rep->steady || iters >= SIM_MAX_ITERATIONS ||
+            sim_actions_estimate(&cut, 0, next) > SIM_MAX_ACTIONS) /* the work budget */
+            break;
         sim_report_free(rep);
         rep = NULL;
-        iters = 2 * iters < SIM_MAX_ITERATIONS ? 2 * iters : SIM_MAX_ITERATIONS;
+        iters = next;
     }
     free(cut_stages);
     rep->iterations_requested = requested;

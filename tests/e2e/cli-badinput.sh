@@ -62,9 +62,49 @@ expect_bad ui-grad-accum 'ui: --grad-accum: expected fused or unfused .got "foo"
     "$P" ui "${GA_M[@]}" --tp 1 --pp 2 --dp 4 --global-batch 16 --grad-accum foo --snapshot 80x24
 # a sequence whose blocks' figures pass the profile's bounds at no layout: the search gives
 # the fixed layout's line (it blamed "--microbatch-size ... (got 0)")
-expect_bad plan-search-seq-len-huge '^plumb: (analytic profile): layers\[1\]\.backward_ms: expected a number from 0 to 1e+09' \
+expect_bad plan-search-seq-len-huge '^plumb: plan: --seq-len: 100000000 tokens make a block take .* ms for its backward (layers\[1\]\.backward_ms), beyond the 1e+09 ms a profile takes' \
     "$P" plan --model examples/llm/llama3-8b.json -c profiles/clusters/dgx-h100.json --gpus 64 \
     --global-batch 8 --seq-len 100000000
+# in-bounds options or a slow device that make an analytic profile's figure leave its bounds:
+# the line names the option or the cluster's field that did it, with the figure (it named
+# only the figure: "(analytic profile): layers[1].backward_ms: expected a number ...")
+LL=(--model examples/llm/llama3-8b.json -c profiles/clusters/dgx-h100.json --tp 8 --pp 1 --dp 1)
+expect_bad plan-llm-seq-len-saved '^plumb: plan: --seq-len: 100000000 tokens make a block keep 8.00041e+16 bytes for its backward (layers\[1\]\.saved_bytes), beyond the 1e+15 a profile takes' \
+    "$P" plan "${LL[@]}" --global-batch 1 --seq-len 100000000
+expect_bad plan-llm-seq-mbs-activations '^plumb: plan: --seq-len: 100000000 tokens x --microbatch-size 1048576 make .* bytes (layers\[0\]\.activation_bytes), beyond the 1e+15' \
+    "$P" plan "${LL[@]}" --global-batch 1048576 --microbatch-size 1048576 --seq-len 100000000 \
+    --attention flash
+sed 's/"bf16": 312/"bf16": 1e-6/' profiles/clusters/dgx-a100-80g.json >"$d/slow-peak.json"
+sed 's/"memory_gbyte_per_s": 2039/"memory_gbyte_per_s": 1e-6/' \
+    profiles/clusters/dgx-a100-80g.json >"$d/slow-mem.json"
+expect_bad plan-llm-slow-peak 'slow-peak.json: device_types\[0\]\.peak_tflops_by_precision\.bf16: 1e-06 TFLOP/s make a block take 1.25636e+09 ms for its forward (layers\[1\]\.forward_ms), beyond the 1e+09 ms' \
+    "$P" plan --model examples/llm/gpt3-175b.json -c "$d/slow-peak.json" --tp 8 --pp 16 --dp 1 \
+    --global-batch 64
+expect_bad plan-llm-slow-memory 'slow-mem.json: device_types\[0\]\.memory_gbyte_per_s: 1e-06 GB/s make a block take .* ms for its forward' \
+    "$P" plan --model examples/llm/gpt3-175b.json -c "$d/slow-mem.json" --tp 8 --pp 16 --dp 1 \
+    --global-batch 64
+rm -f "$d/slow-peak.json" "$d/slow-mem.json"
+# the work budget (docs/sim.md): a run whose simulations would take minutes is refused
+# before any is run, naming the option and the estimate against the limit (plan took 21.9 s,
+# at --stages 16 x 500000 214 s, auto over 300 s and 8 GB, sweep over 30 s, plan --model's
+# search 102.7 s)
+AX=(-p profiles/pipedream/alexnet.json -c profiles/clusters/cluster-a-4x4.json)
+expect_bad plan-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 2.26e+08 actions (12 stages x 1048576 microbatches), above the 1e+08 one run may take' \
+    "$P" plan "${AX[@]}" --microbatches 1048576
+expect_bad plan-stages-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 1.44e+08 actions (16 stages x 500000 microbatches), above the 1e+08 one run may take' \
+    "$P" plan "${AX[@]}" --microbatches 500000 --stages 16
+expect_bad plan-auto-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 2.26e+08 actions (12 stages x 1048576 microbatches), above the 1e+08 one run may take' \
+    "$P" plan "${AX[@]}" --microbatches 1048576 --schedule auto
+expect_bad sweep-microbatches-budget '^plumb: .*: --microbatches: a plan the search must simulate makes about 1.51e+08 actions (8 stages x 1048576 microbatches), above the 1e+08 one run may take' \
+    "$P" sweep "${AX[@]}" --microbatches 1048576 --gpus 8..16
+expect_bad sim-microbatches-budget '^plumb: .*vgg16-4stage-1f1b.json: --\?microbatches: .* to simulate' \
+    "$P" sim examples/plans/vgg16-4stage-1f1b.json --microbatches 1048576 --iterations 4
+expect_bad plan-llm-global-batch-budget '^plumb: plan: --global-batch: a layout the search simulates makes about 1.13e+08 actions (12 stages x 524288 microbatches), above the 1e+08 one run may take' \
+    "$P" plan --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --gpus 3072 \
+    --global-batch 16777216
+expect_bad plan-llm-layout-budget '^plumb: .*gpt2.json: the layout: microbatches: 2 stages x 4194304 microbatches x 3 iterations make about 1.51e+08 actions to simulate, above the 1e+08' \
+    "$P" plan --model examples/llm/gpt2.json -c profiles/clusters/dgx-a100-80g.json --gpus 16 \
+    --tp 1 --pp 2 --dp 8 --global-batch 16777216
 expect_bad plan-out-fifo '-o .*ofifo: is a FIFO; expected a file name' \
     "$P" plan -p "$d/prof.json" -c "$d/cluster.json" -o "$d/ofifo"
 expect_bad sim-trace-fifo '--trace .*ofifo: is a FIFO' \

@@ -145,5 +145,21 @@ expect_bad "layer node35 alone needs 1.15 GiB" sweep -p $PR/vgg16.json \
     -c $CL/cluster-a-4x4.json --gpus 16 --memory-limit 1
 expect_bad "plumb: sweep: --overlap-param-gather: belongs to --zero 1" sweep \
     -p $PR/vgg16.json -c $CL/cluster-a-4x4.json --gpus 4 --overlap-param-gather
+# the work budget (docs/sim.md): under --microbatches the counts share one; the counts past
+# it are skipped and named, in the text and the JSON (1..16 at 1048576 ran over 30 s)
+"$PLUMB" sweep -p $PR/alexnet.json -c $CL/cluster-a-4x4.json --microbatches 1048576 \
+    --gpus 1..2 --json >"$tmp/bud.json" 2>"$tmp/err" || fail "budget sweep: exit $?: $(cat "$tmp/err")"
+python3 - "$tmp/bud.json" <<'PY' || fail "budget sweep JSON: $(head -c 300 "$tmp/bud.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["skipped_gpus"]
+assert [p["gpus"] for p in d["points"]] == [1] and s["from"] == 2 and s["to"] == 2, s
+assert s["why"].startswith("--microbatches: the 8 plans the search must simulate"), s
+assert "left to the sweep" in s["why"], s
+PY
+"$PLUMB" sweep -p $PR/alexnet.json -c $CL/cluster-a-4x4.json --microbatches 1048576 \
+    --gpus 1..2 >"$tmp/bud.txt" 2>"$tmp/err"
+grep -q '^skipped: GPUs 2..2: --microbatches: the 8 plans' "$tmp/bud.txt" ||
+    fail "budget sweep text: $(cat "$tmp/bud.txt")"
 [ "$fails" -eq 0 ] || { echo "sweep.sh: $fails failure(s)"; exit 1; }
 echo "sweep.sh: all passed"
