@@ -12,6 +12,7 @@
 #include "core/cluster.h"
 #include "core/json.h"
 #include "core/transformer.h"
+#include "planner/llm_profile.h"
 
 /* The transformer of the model file at path; the caller frees it. Fails the test when it
  * does not load. */
@@ -66,6 +67,20 @@ static inline transformer *llmfix_small(int kv, int ffn)
              "\"norm\": \"rmsnorm\", \"position_embedding\": \"rotary\", \"bias\": false, "
              "\"tie_word_embeddings\": false, \"dropout\": false}", kv, ffn);
     return llmfix_model_text(text);
+}
+
+/* The analytic profile of t under o on the cluster file at cluster_path; the caller frees
+ * it. Fails the test when the cluster does not load or the profile is refused. */
+static inline profile *llmfix_profile(const transformer *t, const char *cluster_path,
+                                      const llm_options *o)
+{
+    plumb_err err = {{0}};
+    cluster *c = cluster_load(cluster_path, &err);
+    cr_assert_not_null(c, "%s", err.msg);
+    profile *p = llm_profile_build(t, c, cluster_path, o, &err);
+    cr_assert_not_null(p, "%s", err.msg);
+    cluster_free(c);
+    return p;
 }
 
 /* The cluster file at path; the caller frees it. Fails the test when it does not load. */

@@ -182,18 +182,12 @@ Test(families, forward_flops)
 
 static profile *build(const transformer *t, int tp, long long seq)
 {
-    plumb_err err = {{0}};
-    cluster *c = cluster_load(H100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
     llm_options o;
     llm_options_init(&o);
     o.tp = tp;
     o.seq = seq;
     o.attention = LLM_ATTN_FLASH;
-    profile *p = llm_profile_build(t, c, H100, &o, &err);
-    cr_assert_not_null(p, "%s", err.msg);
-    cluster_free(c);
-    return p;
+    return llmfix_profile(t, H100, &o);
 }
 
 /* phi3's fused qkv_proj and gate_up_proj are priced as mistral's separate projections of

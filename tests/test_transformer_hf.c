@@ -32,18 +32,12 @@ static transformer *from_json_ok(const cJSON *root, const char *file)
 
 static profile *build(const transformer *t, int tp, int b, long long s)
 {
-    plumb_err err = {{0}};
-    cluster *c = cluster_load(H100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
     llm_options o;
     llm_options_init(&o);
     o.tp = tp;
     o.microbatch = b;
     o.seq = s;
-    profile *p = llm_profile_build(t, c, H100, &o, &err);
-    cr_assert_not_null(p, "%s", err.msg);
-    cluster_free(c);
-    return p;
+    return llmfix_profile(t, H100, &o);
 }
 
 /* The parameters of t as plumb counted them before head_dim and qk_norm: d = hidden / heads,
