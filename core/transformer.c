@@ -210,17 +210,17 @@ static int load_gpt2(const jctx *jc, const cJSON *root, transformer *t)
 
 /* gpt_neox, llama, mistral, qwen2, qwen3 (and the gemma families: tf_load_gemma; mixtral,
  * mistral's attention, qwen3_moe, qwen3's, and qwen2_moe, qwen2's with qkv_bias, with their
- * experts: tf_load_moe): the common keys. All but gpt_neox take head_dim (the head width; absent or null: hidden_size /
- * num_attention_heads, as transformers' attention modules read it). qwen3 is llama's block
- * with attention_bias on the Q, K, V and output projections (no MLP bias) and the per-head
- * query and key RMSNorms (q_norm, k_norm). phi3 (transformers' modular_phi3.py) is mistral's
- * block with the Q, K, V projections fused into qkv_proj and gate and up into gate_up_proj
- * (the same shapes and FLOPs as separate ones; no biases), dropout after each half
- * (resid_pdrop) and mistral's sliding window on every block (sliding_window; Phi-3-mini-4k's
- * 2047); its partial rotary embedding costs nothing. olmo2 (transformers' modular_olmo2.py)
- * is llama's block (attention_bias, no mlp_bias) with its two RMSNorms moved after the
- * attention and the MLP, none before (post_norms, no_pre_norms), and q_norm and k_norm over
- * the whole query and key projections (qk_norm TF_QK_WIDTH); no window. granite
+ * experts: tf_load_moe): the common keys. All but gpt_neox take head_dim (the head width;
+ * absent or null: hidden_size / num_attention_heads, as transformers' attention modules read
+ * it). qwen3 is llama's block with attention_bias on the Q, K, V and output projections (no MLP
+ * bias) and the per-head query and key RMSNorms (q_norm, k_norm). phi3 (transformers'
+ * modular_phi3.py) is mistral's block with the Q, K, V projections fused into qkv_proj and gate
+ * and up into gate_up_proj (the same shapes and FLOPs as separate ones; no biases), dropout
+ * after each half (resid_pdrop) and mistral's sliding window on every block (sliding_window;
+ * Phi-3-mini-4k's 2047); its partial rotary embedding costs nothing. olmo2 (transformers'
+ * modular_olmo2.py) is llama's block (attention_bias, no mlp_bias) with its two RMSNorms moved
+ * after the attention and the MLP, none before (post_norms, no_pre_norms), and q_norm and
+ * k_norm over the whole query and key projections (qk_norm TF_QK_WIDTH); no window. granite
  * (modeling_granite.py) is llama's block (attention_bias, mlp_bias) with four scalings,
  * tf_get_granite, each 1.0 when absent and applied whatever its value. starcoder2:
  * tf_load_starcoder2. */

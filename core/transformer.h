@@ -1,13 +1,13 @@
 /* transformer.h: a decoder-only transformer as plumb models its cost: width, depth, heads
  * (grouped-query attention through kv_heads; the head width hidden / heads unless the file
  * gives head_dim), MLP width and kind (plain or gated, or a mixture of experts), vocabulary,
- * sequence length, norms (and Qwen3's per-head query/key norms), positions, biases, dropout
- * and embedding tying. Read from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral,
- * qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, starcoder2, olmo2, granite, and the mixtures of experts
- * mixtral, qwen2_moe and qwen3_moe) or from plumb's own description (plumb-transformer/1, the same keys under a
- * format tag; docs/llm.md), with sliding-window attention on every block or on some
- * (Gemma 2's and Gemma 3's local layers, layer_types), and Gemma's norms after attention and
- * MLP, soft-capped scores and logits and scaled embedding. */
+ * sequence length, norms (and Qwen3's per-head query/key norms), positions, biases, dropout and
+ * embedding tying. Read from a Hugging Face config.json (gpt2, gpt_neox, llama, mistral, qwen2,
+ * qwen3, gemma, gemma2, gemma3_text, phi3, starcoder2, olmo2, granite, and the mixtures of
+ * experts mixtral, qwen2_moe and qwen3_moe) or from plumb's own description
+ * (plumb-transformer/1, the same keys under a format tag; docs/llm.md), with sliding-window
+ * attention on every block or on some (Gemma 2's and Gemma 3's local layers, layer_types), and
+ * Gemma's norms after attention and MLP, soft-capped scores and logits and scaled embedding. */
 #ifndef PLUMB_TRANSFORMER_H
 #define PLUMB_TRANSFORMER_H
 
@@ -108,10 +108,10 @@ void transformer_free(transformer *t);
 /* A deep copy of t (NULL when t is NULL or out of memory; free with transformer_free). */
 transformer *transformer_clone(const transformer *t);
 
-/* 1 when a and b describe the same model as plumb costs it: name, every size (the head
- * width as transformer_head_dim gives it), the sequence length, the attention window, the
- * MLP, norms (qk_norm's kind and the norms' places too), positions, biases, tying and dropout (not the family
- * the file came from: a Hugging Face config and its plumb-transformer/1 equivalent are
+/* 1 when a and b describe the same model as plumb costs it: name, every size (the head width as
+ * transformer_head_dim gives it), the sequence length, the attention window, the MLP, norms
+ * (qk_norm's kind and the norms' places too), positions, biases, tying and dropout (not the
+ * family the file came from: a Hugging Face config and its plumb-transformer/1 equivalent are
  * equal). */
 int transformer_equal(const transformer *a, const transformer *b);
 

@@ -59,13 +59,14 @@ int tf_set_windows(const jctx *jc, transformer *t, long long w, const unsigned c
 
 /* The sliding window of a mistral, qwen2, qwen3, gemma2 or gemma3_text config into t->window
  * and t->full_layers, by transformers' rules (phi3, starcoder2 and mixtral: mistral's).
- * mistral: sliding_window (null or absent: none) on every layer. qwen2, qwen3 (configuration_qwen2.py / configuration_qwen3.py):
- * sliding_window counts only with use_sliding_window true (default false), and then on the
- * layers layer_types marks "sliding_attention", or without it the layers at index >=
- * max_window_layers (default 28). gemma2, gemma3_text: sliding_window (default 4096; null:
- * none) on the layers layer_types marks, or without it gemma2's even layers (index % 2 == 0)
- * and gemma3_text's all but every sliding_window_pattern-th (default 6: index + 1 a
- * multiple of it is full). sliding_window, when given, is checked whatever else says. */
+ * mistral: sliding_window (null or absent: none) on every layer. qwen2, qwen3
+ * (configuration_qwen2.py / configuration_qwen3.py): sliding_window counts only with
+ * use_sliding_window true (default false), and then on the layers layer_types marks
+ * "sliding_attention", or without it the layers at index >= max_window_layers (default 28).
+ * gemma2, gemma3_text: sliding_window (default 4096; null: none) on the layers layer_types
+ * marks, or without it gemma2's even layers (index % 2 == 0) and gemma3_text's all but every
+ * sliding_window_pattern-th (default 6: index + 1 a multiple of it is full). sliding_window,
+ * when given, is checked whatever else says. */
 int tf_get_window(const jctx *jc, const cJSON *root, tf_fam f, transformer *t)
 {
     long long w = 0, first = 28, pattern = 6;

@@ -64,12 +64,13 @@ static long long rank_params(const model *m, int i, int tp)
     return n;
 }
 
-/* train_plan_check for a plan made from a transformer description (profile_is_transformer).
- * The executor's attention layer splits the model width into its heads and has no per-head
- * norms or sliding window, and its blocks have no Gemma parts: a plan laid out from a
- * transformer with Granite's scalings, without pre norms (OLMo 2's), with Gemma's post norms, soft-capping or scaled embedding, experts, its own
- * head width (head_dim), qk_norm or a window shorter than its sequence describes a model it
- * cannot run, refused by name before the layer sizes would say it. */
+/* train_plan_check for a plan made from a transformer description (profile_is_transformer). The
+ * executor's attention layer splits the model width into its heads and has no per-head norms or
+ * sliding window, and its blocks have no Gemma parts: a plan laid out from a transformer with
+ * Granite's scalings, without pre norms (OLMo 2's), with Gemma's post norms, soft-capping or
+ * scaled embedding, experts, its own head width (head_dim), qk_norm or a window shorter than
+ * its sequence describes a model it cannot run, refused by name before the layer sizes would
+ * say it. */
 static int check_llm(const model *m, const char *model_path, const plan *pl,
                      const char *plan_path, plumb_err *err)
 {

@@ -379,12 +379,11 @@ static double block_params(const shape *c)
     return p + ((t->post_norms ? 4 : 2) - (t->no_pre_norms ? 2 : 0)) * norm;
 }
 
-/* Parameter tensors of one block (the unfused accumulation's kernels, one each): the two
- * norms' weights (and biases with LayerNorm; four norms with post_norms, two again without
- * the pre norms), the
- * query/key/value and output projections and the MLP's two (Megatron-Core fuses a gated
- * MLP's gate and up projections into one; with experts the router's and two an expert), their biases where the model has them, and
- * qk_norm's two weights. */
+/* Parameter tensors of one block (the unfused accumulation's kernels, one each): the two norms'
+ * weights (and biases with LayerNorm; four norms with post_norms, two again without the pre
+ * norms), the query/key/value and output projections and the MLP's two (Megatron-Core fuses a
+ * gated MLP's gate and up projections into one; with experts the router's and two an expert),
+ * their biases where the model has them, and qk_norm's two weights. */
 static int block_tensors(const transformer *t)
 {
     int n = ((t->post_norms ? 4 : 2) - (t->no_pre_norms ? 2 : 0)) *

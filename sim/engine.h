@@ -18,8 +18,9 @@
  * sim_net_ring_widths, holds w lanes of each and moves at w x rate; a pipeline send of a
  * tensor-parallel group leaving its server also holds a lane per rank of the group's own,
  * sim_net_p2p_lanes, and moves share times longer where its ranks outnumber them); it
- * arrives latency later. The hops of a ring step whose links and ports nothing else contends for run as
- * one event instead of a transfer each, with the same results (sim/engine_ring.c). */
+ * arrives latency later. The hops of a ring step whose links and ports nothing else contends
+ * for run as one event instead of a transfer each, with the same results
+ * (sim/engine_ring.c). */
 #ifndef PLUMB_SIM_ENGINE_H
 #define PLUMB_SIM_ENGINE_H
 

@@ -57,9 +57,9 @@ typedef struct ui_whatif {
     int seqpar;                      /* 1: sequence parallelism */
     int zero;                        /* 0, or 1: the optimizer state sharded over replicas */
     /* its runtime (`plumb plan --model`'s --tp-overlap, --overlap-param-gather, --p2p,
-     * --grad-sync, --attention): asked of every layout; tp_overlap and opg are set where the layout
-     * takes them (search3d_apply_runtime: tp > 1; zero 1 on a synchronous schedule). The 2D
-     * view: a plan file's opg, p2p_sync and grad_sync_end, kept by every what-if */
+     * --grad-sync, --attention): asked of every layout; tp_overlap and opg are set where the
+     * layout takes them (search3d_apply_runtime: tp > 1; zero 1 on a synchronous schedule). The
+     * 2D view: a plan file's opg, p2p_sync and grad_sync_end, kept by every what-if */
     int tp_overlap;                  /* plan_tp_overlap */
     int opg;                         /* 1: the parameter all-gather under the forward */
     int p2p_sync;                    /* 1: blocking point-to-point transfers */
@@ -160,28 +160,29 @@ void ui_state_set_plan(ui_state *st, const plan *pl);
 int ui_state_reject(ui_state *st);
 
 /* 1 when w is a 3D layout the keys may reach on st: tp divides a server, pp x interleave
- * divides the layers (an uneven split: ui_split_ok), tp x cp x pp x dp = ngpus is a GPU count ui_gpu_step allows, dp x mbs
- * divides the global batch, and the interleave is within the schedule's chunks. The
- * remaining checks (heads, memory) are layout3d_build's and the simulator's. */
+ * divides the layers (an uneven split: ui_split_ok), tp x cp x pp x dp = ngpus is a GPU count
+ * ui_gpu_step allows, dp x mbs divides the global batch, and the interleave is within the
+ * schedule's chunks. The remaining checks (heads, memory) are layout3d_build's and the
+ * simulator's. */
 int ui_layout3d_ok(const ui_state *st, const ui_whatif *w);
 
-/* 1 when the pipeline of what-if w (pp x interleave virtual stages, its schedule) can
- * split st's blocks as the layout opened splits them: evenly, pp x interleave dividing
- * them; or by Megatron-Core's uneven split that st->lopt carries (first / last counts,
- * the accountings, a layout string: layout3d_split's rules, a schedule placing virtual
- * stage k on rank k % pp; a layout string's pp x interleave is its stage count, so no pp
- * or interleave other than the opened ones passes). Else 0 with the rule's one line in why (n > 0: always terminated; "" for the
- * even split). What ui_layout3d_ok asks of the pipeline. */
+/* 1 when the pipeline of what-if w (pp x interleave virtual stages, its schedule) can split
+ * st's blocks as the layout opened splits them: evenly, pp x interleave dividing them; or by
+ * Megatron-Core's uneven split that st->lopt carries (first / last counts, the accountings, a
+ * layout string: layout3d_split's rules, a schedule placing virtual stage k on rank k % pp; a
+ * layout string's pp x interleave is its stage count, so no pp or interleave other than the
+ * opened ones passes). Else 0 with the rule's one line in why (n > 0: always terminated; "" for
+ * the even split). What ui_layout3d_ok asks of the pipeline. */
 int ui_split_ok(const ui_state *st, const ui_whatif *w, char *why, size_t n);
 
 /* Which of the settings a layout takes only where it can are checked as asked. */
 enum { UI_ASK_TP_OVERLAP = 1, UI_ASK_OPG = 2 };
 
-/* The layout options of what-if w on the layout opened as base (its global batch,
- * precision, sequence length, checkpoint interval, state precisions, balance): w's GPU
- * count, tp, pp, dp, cp, microbatch size, interleave, schedule, recompute kind (the
- * checkpoint interval only with full, else -1), sequence parallelism, ZeRO, p2p,
- * grad-sync and attention. What the dashboard lays out (ui/eval.c) and checks (ui_layout3d_check). */
+/* The layout options of what-if w on the layout opened as base (its global batch, precision,
+ * sequence length, checkpoint interval, state precisions, balance): w's GPU count, tp, pp, dp,
+ * cp, microbatch size, interleave, schedule, recompute kind (the checkpoint interval only with
+ * full, else -1), sequence parallelism, ZeRO, p2p, grad-sync and attention. What the dashboard
+ * lays out (ui/eval.c) and checks (ui_layout3d_check). */
 layout3d_options ui_whatif_layout3d(const layout3d_options *base, const ui_whatif *w);
 
 /* The runtime check of what-if w on st (search3d_runtime_check, the one owner of its
@@ -221,13 +222,12 @@ int ui_runtime2d_check(const ui_state *st, const ui_whatif *w, char *why, size_t
  * else 0. */
 int ui_whatif3d_key(ui_state *st, int key);
 
-/* 1 when cp context-parallel ranks apply to what-if w on st (cp 1 always does): the
- * attention is flash, 2 cp divides the sequence (st->lopt.seq; 0: not known, not checked)
- * and tp x cp divides a server (st->per_server): llm_cp_check, which plumb plan --model's
- * search reads for the cp it tries too (planner/search3d.c: cp_ok; any cp >= 1 here, not
- * only 2, 4, 8), and the model's sliding window (st->window) is not shorter than the
- * sequence (llm_window_cp_check). Else 0 with why (n > 0: always terminated) naming the first rule it
- * breaks. */
+/* 1 when cp context-parallel ranks apply to what-if w on st (cp 1 always does): the attention
+ * is flash, 2 cp divides the sequence (st->lopt.seq; 0: not known, not checked) and tp x cp
+ * divides a server (st->per_server): llm_cp_check, which plumb plan --model's search reads for
+ * the cp it tries too (planner/search3d.c: cp_ok; any cp >= 1 here, not only 2, 4, 8), and the
+ * model's sliding window (st->window) is not shorter than the sequence (llm_window_cp_check).
+ * Else 0 with why (n > 0: always terminated) naming the first rule it breaks. */
 int ui_cp_applies(const ui_state *st, const ui_whatif *w, int cp, char *why, size_t n);
 
 /* The GPU count one step up (dir > 0) or down from n: the next valid count above or below
