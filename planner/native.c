@@ -492,9 +492,11 @@ static int needless_rc(const nm_models *ms, const nm_cands *cs, int n, const nm_
 /* Roughly the events simulating c takes: forwards, backwards and transfers of every
  * microbatch on every stage, and the all-reduce ring's 2 (r - 1) steps per gradient bucket,
  * per iteration of the first steady window. A step whose hops share no busy link is about
- * two events (docs/sim.md, "Grouped ring steps"), plus a visit of each hop, counted as an
- * eighth of an event; it was r events before the simulator grouped them. */
-static double sim_actions(const nm_models *ms, const nm_cand *c, const native_options *o)
+ * two events (docs/sim.md, "Grouped ring steps"), plus a visit of each hop, counted as
+ * `visit` of an event (sim_actions: an eighth; it was r events before the simulator grouped
+ * them). */
+static double nm_actions(const nm_models *ms, const nm_cand *c, const native_options *o,
+                         double visit)
 {
     const nm_model *m = &ms->m[c->mod];
     int iters = o->sim_iterations > 0 ? o->sim_iterations
@@ -502,9 +504,14 @@ static double sim_actions(const nm_models *ms, const nm_cand *c, const native_op
     double acts = 3.0 * c->s.M * c->pt.nst;
     for (int i = 0; i < c->pt.nst; i++) {
         double r = c->pt.st[i].r * m->g, P = m->cP[c->pt.st[i].b1] - m->cP[c->pt.st[i].b0];
-        if (r > 1 && P > 0) acts += 2 * (r - 1) * (2 + r / 8.0) * ceil(P / NM_BUCKET_BYTES);
+        if (r > 1 && P > 0) acts += 2 * (r - 1) * (2 + r * visit) * ceil(P / NM_BUCKET_BYTES);
     }
     return acts * iters;
+}
+
+static double sim_actions(const nm_models *ms, const nm_cand *c, const native_options *o)
+{
+    return nm_actions(ms, c, o, 1 / 8.0);
 }
 
 /* Sets c's sim_* figures and pl's predictions from f (exact: `plumb sim`'s figures). */
@@ -749,24 +756,14 @@ static int score_best_only(const nm_models *ms, nm_cands *cs, int keep, int nsim
     return 0;
 }
 
-/* The work budget's measure of simulating c (sim_actions' units, less its hop visits):
- * forwards, backwards and transfers of every microbatch on every stage and each ring step's
- * two events, per iteration of the first steady window. The grouped ring's visits of its
- * hops, which sim_actions counts at an eighth of an event each, cost far less than that
- * when the ring is wide: resnet18 on dgx-h100 under pipedream, 13 simulations of up to 4096
- * replicas, counts 1.2e8 with them and simulated in 1.9 s all told (2026-12-08), so the
- * budget would refuse a search that takes seconds. */
+/* The work budget's measure of simulating c: nm_actions without the hop visits. The grouped
+ * ring's visits cost far less than an eighth of an event each when the ring is wide:
+ * resnet18 on dgx-h100 under pipedream, 13 simulations of up to 4096 replicas, counts 1.2e8
+ * with them and simulated in 1.9 s all told (2026-12-08), so the budget would refuse a
+ * search that takes seconds. */
 static double budget_actions(const nm_models *ms, const nm_cand *c, const native_options *o)
 {
-    const nm_model *m = &ms->m[c->mod];
-    int iters = o->sim_iterations > 0 ? o->sim_iterations
-                : sched_kind_is_async(c->s.kind) ? 6 : 3;
-    double acts = 3.0 * c->s.M * c->pt.nst;
-    for (int i = 0; i < c->pt.nst; i++) {
-        double r = c->pt.st[i].r * m->g, P = m->cP[c->pt.st[i].b1] - m->cP[c->pt.st[i].b0];
-        if (r > 1 && P > 0) acts += 4 * (r - 1) * ceil(P / NM_BUCKET_BYTES);
-    }
-    return acts * iters;
+    return nm_actions(ms, c, o, 0);
 }
 
 /* Refuses, before any is simulated, a search whose bound candidates (the leads, the first
