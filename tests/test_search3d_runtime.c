@@ -461,19 +461,18 @@ Test(search3d_runtime, interleaved_tails_runtime_against_the_simulator, .init = 
     }
 }
 
-/* Interleaved on two pipeline ranks under p2p sync: each steady batch's two sends (the F's
- * output forward, the B's gradient back) go to the one other rank, over the one link
- * between the two devices, which carries them one after the other whatever lanes the
- * ports have. Before the synchronous replay sent them at once: Llama 3 8B tp 2 x pp 2 V 8
- * on 64 H100s -0.84 %, Llama 3 70B tp 8 x pp 2 V 10 on 128 -0.23 % (8 microbatches per
- * replica; the worst of the grid's pp 2 layouts, docs/llm.md "Searching layouts"). */
-Test(search3d_runtime, p2p_sync_interleaved_two_ranks, .init = setup, .fini = teardown)
+/* A --p2p sync case of the interleaved tests below: model file, layout and global batch. */
+typedef struct sync_case {
+    const char *model;
+    lay l;
+    int gb;
+} sync_case;
+
+/* Expects every case's estimate under --p2p sync within INTERLEAVED_RUNTIME_TOL of its
+ * simulation. */
+static void expect_sync_cases(const sync_case *cases, size_t n)
 {
-    static const struct { const char *model; lay l; int gb; } cases[] = {
-        {"examples/llm/llama3-8b.json", {64, 2, 2, 8, S, 0, KI}, 128},
-        {"examples/llm/llama3-70b.json", {128, 8, 2, 10, F, 0, KI}, 64},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < n; i++) {
         transformer *m = llmfix_model(cases[i].model);
         search3d_options rt;
         search3d_options_init(&rt);
@@ -483,11 +482,26 @@ Test(search3d_runtime, p2p_sync_interleaved_two_ranks, .init = setup, .fini = te
         const lay *l = &cases[i].l;
         run_one(m, c, l, cases[i].gb, &rt, &est, &sim, &e);
         double rel = est / sim - 1;
-        cr_expect(fabs(rel) <= INTERLEAVED_RUNTIME_TOL, "case %zu (%s tp %d pp %d V %d): "
-                  "estimate %.4f s, simulated %.4f s (%+.2f %%)", i, cases[i].model, l->tp,
-                  l->pp, l->v, est, sim, 100 * rel);
+        cr_expect(fabs(rel) <= INTERLEAVED_RUNTIME_TOL, "case %zu (%s tp %d pp %d V %d, %d "
+                  "sequences): estimate %.4f s, simulated %.4f s (%+.3f %%)", i,
+                  cases[i].model, l->tp, l->pp, l->v, cases[i].gb, est, sim, 100 * rel);
         transformer_free(m);
     }
+}
+
+/* Interleaved on two pipeline ranks under p2p sync: each steady batch's two sends (the F's
+ * output forward, the B's gradient back) go to the one other rank, over the one link
+ * between the two devices, which carries them one after the other whatever lanes the
+ * ports have. Before the synchronous replay sent them at once: Llama 3 8B tp 2 x pp 2 V 8
+ * on 64 H100s -0.84 %, Llama 3 70B tp 8 x pp 2 V 10 on 128 -0.23 % (8 microbatches per
+ * replica; the worst of the grid's pp 2 layouts, docs/llm.md "Searching layouts"). */
+Test(search3d_runtime, p2p_sync_interleaved_two_ranks, .init = setup, .fini = teardown)
+{
+    static const sync_case cases[] = {
+        {"examples/llm/llama3-8b.json", {64, 2, 2, 8, S, 0, KI}, 128},
+        {"examples/llm/llama3-70b.json", {128, 8, 2, 10, F, 0, KI}, 64},
+    };
+    expect_sync_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Interleaved under p2p sync where a server's level-1 egress port (8 lanes on a DGX H100:
@@ -506,7 +520,7 @@ Test(search3d_runtime, p2p_sync_interleaved_two_ranks, .init = setup, .fini = te
  * and the replay (est_stage.own_queue) alike, and the five stay within the tolerance. */
 Test(search3d_runtime, p2p_sync_interleaved_server_port, .init = setup, .fini = teardown)
 {
-    static const struct { const char *model; lay l; int gb; } cases[] = {
+    static const sync_case cases[] = {
         {"examples/llm/llama3-8b.json", {64, 1, 4, 8, F, 0, KI}, 512},
         {"examples/llm/llama3-8b.json", {64, 1, 4, 8, F, 0, KI}, 256},
         {GPT3, {128, 4, 8, 12, S, 0, KI}, 128},
@@ -516,21 +530,7 @@ Test(search3d_runtime, p2p_sync_interleaved_server_port, .init = setup, .fini = 
     /* the arithmetic above, from the cluster file: 8 devices a server, 8 lanes out */
     cr_assert_eq(c->levels[0].count, 8);
     cr_assert_eq((int)(c->levels[1].egress_Bps / c->levels[1].bandwidth_Bps + 1e-9), 8);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        transformer *m = llmfix_model(cases[i].model);
-        search3d_options rt;
-        search3d_options_init(&rt);
-        rt.p2p_sync = 1;
-        search3d_est e;
-        double est, sim;
-        const lay *l = &cases[i].l;
-        run_one(m, c, l, cases[i].gb, &rt, &est, &sim, &e);
-        double rel = est / sim - 1;
-        cr_expect(fabs(rel) <= INTERLEAVED_RUNTIME_TOL, "case %zu (%s tp %d pp %d V %d, %d "
-                  "sequences): estimate %.4f s, simulated %.4f s (%+.3f %%)", i,
-                  cases[i].model, l->tp, l->pp, l->v, cases[i].gb, est, sim, 100 * rel);
-        transformer_free(m);
-    }
+    expect_sync_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* The search under Megatron-Core's H100 runtime: every ranked candidate simulated with the
