@@ -270,8 +270,7 @@ Test(headdim, qwen3_32b_layout_prices_wide_attention)
 {
     transformer *t = llmfix_model("examples/llm/qwen3-32b.json");
     plumb_err err = {{0}};
-    cluster *c = cluster_load(H100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
+    cluster *c = llmfix_cluster(H100);
     layout3d_options o;
     layout3d_options_init(&o);
     o.gpus = 64;

@@ -51,8 +51,7 @@ static char *cfg(const char *fam, const char *more)
 Test(window, config_read)
 {
     plumb_err err = {{0}};
-    transformer *t = transformer_load(MISTRAL, &err);
-    cr_assert_not_null(t, "%s", err.msg);
+    transformer *t = llmfix_model(MISTRAL);
     cr_assert_eq(t->window, 4096);
     cr_assert_eq(t->seq, 32768);
     transformer_free(t);
@@ -124,8 +123,7 @@ Test(window, bad_values_refused)
 Test(window, description_round_trips)
 {
     plumb_err err = {{0}};
-    transformer *t = transformer_load(MISTRAL, &err);
-    cr_assert_not_null(t, "%s", err.msg);
+    transformer *t = llmfix_model(MISTRAL);
     cJSON *w = transformer_to_json(t);
     cr_assert_not_null(w);
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(w, "sliding_window");
@@ -172,8 +170,7 @@ Test(window, band_pairs_against_brute_force)
 Test(window, forward_flops_count_the_window)
 {
     plumb_err err = {{0}};
-    transformer *t = transformer_load(MISTRAL, &err);
-    cr_assert_not_null(t, "%s", err.msg);
+    transformer *t = llmfix_model(MISTRAL);
     double h = 4096, aw = 4096, q = (32 + 16) * 128.0, f = 14336, V = 32000;
     long long seqs[] = {32768, 4096, 1000};
     for (int k = 0; k < 3; k++) {
@@ -189,8 +186,7 @@ Test(window, forward_flops_count_the_window)
         o.tp = 4;
         o.seq = seqs[k];
         o.attention = LLM_ATTN_FLASH;
-        cluster *c = cluster_load(H100, &err);
-        cr_assert_not_null(c, "%s", err.msg);
+        cluster *c = llmfix_cluster(H100);
         profile *p = llm_profile_build(t, c, H100, &o, &err);
         cr_assert_not_null(p, "%s", err.msg);
         double sum = 0;
@@ -231,13 +227,10 @@ static void same_block_but_flops(const profile *p, const profile *q)
  * attention multiplies the whole masked s x s: time and memory as without a window. */
 Test(window, fused_attention_priced_on_the_band)
 {
-    plumb_err err = {{0}};
-    transformer *t = transformer_load(MISTRAL, &err);
-    cr_assert_not_null(t, "%s", err.msg);
+    transformer *t = llmfix_model(MISTRAL);
     transformer *full = transformer_clone(t);
     full->window = 0;
-    cluster *c = cluster_load(H100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
+    cluster *c = llmfix_cluster(H100);
     const device_type *dev = &c->types[0];
     double s = 32768, batch = 32 / 8, d = 128, mult = 2 * batch * s * s * d;
     double share = 0.5 * brute_pairs(32768, 4096) / (s * (s + 1) / 2); /* of s x s */
@@ -280,10 +273,8 @@ Test(window, fused_attention_priced_on_the_band)
 Test(window, context_parallelism_refused)
 {
     plumb_err err = {{0}};
-    transformer *t = transformer_load(MISTRAL, &err);
-    cr_assert_not_null(t, "%s", err.msg);
-    cluster *c = cluster_load(H100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
+    transformer *t = llmfix_model(MISTRAL);
+    cluster *c = llmfix_cluster(H100);
     llm_options o;
     llm_options_init(&o);
     o.tp = 4;
@@ -306,12 +297,10 @@ Test(window, context_parallelism_refused)
 Test(window, search_leaves_cp_out)
 {
     plumb_err err = {{0}};
-    transformer *t = transformer_load(MISTRAL, &err);
-    cr_assert_not_null(t, "%s", err.msg);
+    transformer *t = llmfix_model(MISTRAL);
     transformer *full = transformer_clone(t);
     full->window = 0;
-    cluster *c = cluster_load(H100, &err);
-    cr_assert_not_null(c, "%s", err.msg);
+    cluster *c = llmfix_cluster(H100);
     search3d_options o;
     search3d_options_init(&o);
     o.gpus = 8, o.global_batch = 8, o.attention = LLM_ATTN_FLASH;
